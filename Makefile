@@ -1,0 +1,34 @@
+# The two commands a fresh machine needs: `make demo` and `make test`.
+# torch is pinned here: an unpinned torch pulls a multi-GB CUDA build onto a CPU machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_PIN := torch==2.13.0
+
+.PHONY: setup demo test lint format bench
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH_PIN)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(VENV)/bin/posttrain reward check rhyme_relevance --data examples/rhyme_qa.jsonl --honest-column verse
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: setup
+	$(PY) bench/rewards.py

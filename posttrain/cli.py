@@ -1,0 +1,172 @@
+"""`posttrain ...`: the agent verbs for humans and shell-driven agents.
+
+Every command prints a table for people, or JSON with --json. Errors go to stderr as JSON
+({"error", "hint", "code"}) with stable exit codes: usage 2, not found 3, backend 5.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from posttrain.errors import ConfigError, NotFoundError, PosttrainError, RewardError
+
+EXIT_USAGE, EXIT_NOT_FOUND, EXIT_BACKEND = 2, 3, 5
+
+app = typer.Typer(
+    help="Post-train Qwen models (GRPO, SFT with LoRA) carefully: check, smoke, launch, evaluate.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+reward_app = typer.Typer(
+    help="Rewards: list them, and probe one for exploits before training.", no_args_is_help=True
+)
+app.add_typer(reward_app, name="reward")
+
+console = Console()
+T = TypeVar("T")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for agents.")]
+
+
+def fail(message: str, hint: str, code: int) -> None:
+    """Print the error as JSON on stderr and exit with its stable code."""
+    print(json.dumps({"error": message, "hint": hint, "code": code}), file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body, turning project errors into JSON errors with exit codes."""
+    try:
+        return fn()
+    except NotFoundError as exc:
+        fail(str(exc), "check the name or path", EXIT_NOT_FOUND)
+    except (ConfigError, RewardError) as exc:
+        fail(str(exc), "fix the input named in the error and run again", EXIT_USAGE)
+    except PosttrainError as exc:
+        fail(str(exc), "see the error; the backend could not do it", EXIT_BACKEND)
+    raise AssertionError("unreachable")
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        render(data)
+
+
+def parse_params(pairs: list[str] | None) -> dict[str, Any]:
+    """key=value pairs; values parse as JSON when they can (3, true, "x", [1,2]), else strings."""
+    params: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--param '{pair}' is not key=value (e.g. --param gate_at=0.5)")
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    return params
+
+
+@reward_app.command("list")
+def reward_list(as_json: JsonFlag = False) -> None:
+    """List the built-in rewards with their components, value range and needed columns."""
+    from posttrain.rewards.registry import REWARDS
+
+    data = [info.describe() for info in REWARDS.values()]
+
+    def render(rows: list[dict[str, Any]]) -> None:
+        table = Table("reward", "range", "columns", "components", "what it pays")
+        for r in rows:
+            table.add_row(
+                r["name"],
+                f"{r['value_range'][0]:g}..{r['value_range'][1]:g}",
+                ", ".join(r["columns"]) or "-",
+                ", ".join(r["components"]),
+                r["description"],
+            )
+        console.print(table)
+        console.print("Your own: path/to/file.py:function (TRL signature).")
+
+    emit(data, as_json, render)
+
+
+@reward_app.command("check")
+def reward_check(
+    reward: Annotated[str, typer.Argument(help="A registry name or path/to/file.py:function.")],
+    data: Annotated[Path, typer.Option(help="Dataset file (.jsonl/.json/.parquet/.csv).")],
+    param: Annotated[list[str] | None, typer.Option(help="Reward parameter key=value.")] = None,
+    prompt_column: str = "prompt",
+    reference_column: Annotated[
+        str | None, typer.Option(help="Default: the reward's column, else 'reference'.")
+    ] = None,
+    honest_column: Annotated[
+        str | None, typer.Option(help="Known-good answers to compare probes with.")
+    ] = None,
+    rows: Annotated[int, typer.Option(min=1, max=10_000, help="Rows to probe.")] = 32,
+    as_json: JsonFlag = False,
+) -> None:
+    """Probe a reward for exploits on a few rows, beside honest answers, before any GPU time."""
+
+    def body() -> dict[str, Any]:
+        from posttrain.dataset import read_rows
+        from posttrain.rewards.probes import run_probes
+        from posttrain.rewards.registry import get_reward
+
+        report = run_probes(
+            get_reward(reward, parse_params(param)),
+            read_rows(data, limit=rows),
+            prompt_column=prompt_column,
+            reference_column=reference_column,
+            honest_column=honest_column,
+            max_rows=rows,
+        )
+        return report.to_dict()
+
+    emit(guarded(body), as_json, _render_probe_report)
+
+
+def _render_probe_report(report: dict[str, Any]) -> None:
+    h = report["honest"]
+    console.print(
+        f"[bold]{report['reward']}[/bold] on {report['rows']} rows; honest answers "
+        f"({report['honest_source']}): mean {h['mean']:.3f}, std {h['std']:.3f}, "
+        f"min {h['min']:.3f}, max {h['max']:.3f}"
+    )
+    table = Table("probe", "mean", "max", "flag", "best-scoring example")
+    for p in report["probes"]:
+        example = p["example"].replace("\n", " / ")
+        table.add_row(
+            p["name"],
+            f"{p['mean']:.3f}",
+            f"{p['max']:.3f}",
+            "EXPLOIT" if p["flagged"] else "ok",
+            example[:48] + ("..." if len(example) > 48 else ""),
+            style="bold red" if p["flagged"] else "",
+        )
+    console.print(table)
+    for p in report["probes"]:
+        if not p["verdict"].startswith("ok"):
+            console.print(f"[bold]{p['name']}[/bold]: {p['verdict']}")
+    for w in report["warnings"]:
+        console.print(f"[bold red]warning:[/bold red] {w}")
+    for n in report["notes"]:
+        console.print(f"[yellow]note:[/yellow] {n}")
+    if not report["flagged"] and not report["warnings"]:
+        console.print("[green]No probe scores as high as the honest answers.[/green]")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

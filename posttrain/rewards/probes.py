@@ -1,0 +1,352 @@
+"""The probe battery: responses a policy could use to game a reward, scored beside honest ones.
+
+Before a reward meets a GPU, score the cheap ways up it: empty answers, one-word lines, the
+same end word again and again, the prompt copied back, rhyming gibberish... Any probe that
+scores about as high as the honest answers is flagged as a likely exploit, with its example,
+the rule it slips through and the rule that would stop it. The honest answers' own
+distribution is checked too: an all-zero, all-one or constant reward usually reads the wrong
+field.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from posttrain.errors import ConfigError
+from posttrain.rewards.base import Reward
+from posttrain.rewards.guards import checked_scores, reward_label
+
+FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is flagged
+EXAMPLE_CHARS = 400
+
+# Rhyme classes checked against the CMU dictionary (distinct onsets, so each pair rhymes).
+RHYME_POOLS = (
+    ("day", "way", "play", "stay", "say", "gray"),
+    ("night", "light", "bright", "sight", "flight", "right"),
+    ("tune", "moon", "soon", "noon", "spoon", "dune"),
+    ("tree", "free", "sea", "knee", "bee", "glee"),
+    ("cat", "hat", "bat", "mat", "flat", "sat"),
+    ("rain", "train", "plain", "chain", "brain", "lane"),
+    ("sky", "fly", "high", "why", "try", "dry"),
+)
+GIBBERISH = "blorf zindle quarp snib vorp kattle froon gleb wuzzle tib zorp quindle".split()
+OFF_TOPIC_VERSE = (
+    "The ocean rolls beneath the silver moon\n"
+    "The sailors sing a slow and gentle tune\n"
+    "The gulls are crying high above the bay\n"
+    "And waves will wash the sandy shore away"
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    prompt: str
+    reference: str
+    columns: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    exploit: str  # what a policy producing this would be getting away with
+    fix: str  # the rule that stops it
+    build: Callable[[Row, random.Random], str]
+    kind: Literal["exploit", "leak"] = "exploit"
+
+
+def _pair_lines(pool: Sequence[str], lead: Callable[[int], str], n: int) -> str:
+    return "\n".join(f"{lead(i)} {pool[i % len(pool)]}".strip() for i in range(n))
+
+
+def _words(text: str, n: int) -> list[str]:
+    words = text.split()
+    return (words * (n // max(1, len(words)) + 1))[:n] if words else ["words"] * n
+
+
+def _topic(row: Row) -> str:
+    return " ".join(row.prompt.split()[:4]) or "this"
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe(
+        "empty", "scores with no answer at all", "score an empty response 0", lambda row, rng: ""
+    ),
+    Probe(
+        "whitespace",
+        "scores with blank lines only",
+        "strip whitespace before scoring",
+        lambda row, rng: "   \n\t\n   \n",
+    ),
+    Probe(
+        "one_word_lines",
+        "rhymes with single words instead of lines",
+        "require a few words per line (rhyme: min_words_per_line)",
+        lambda row, rng: "\n".join(rng.choice(RHYME_POOLS)[:4]),
+    ),
+    Probe(
+        "same_end_word",
+        "ends every line with the same word, which 'rhymes' with itself",
+        "a word never rhymes with itself; multiply by the share of distinct end words",
+        lambda row, rng: "\n".join(
+            f"{lead} {_topic(row).lower()} every day"
+            for lead in ("I think about", "I write about", "I sing about", "I dream about")
+        ),
+    ),
+    Probe(
+        "prompt_copy",
+        "echoes the question back",
+        "compare with the reference, not the prompt",
+        lambda row, rng: row.prompt,
+    ),
+    Probe(
+        "reference_copy",
+        "copies the reference answer verbatim (possible only if it leaks into the prompt)",
+        "keep references out of prompts; compare paraphrase, not identity",
+        lambda row, rng: row.reference,
+        kind="leak",
+    ),
+    Probe(
+        "one_long_line",
+        "writes the answer as one unbroken line",
+        "count lines; fewer than two lines scores 0",
+        lambda row, rng: " ".join([*row.reference.split(), *rng.choice(RHYME_POOLS)]),
+    ),
+    Probe(
+        "forty_short_lines",
+        "pads the answer with forty two-word rhyming lines",
+        "require a few words per line; judge the answer, not the padding",
+        lambda row, rng: _pair_lines(
+            [w for pool in RHYME_POOLS for w in pool], lambda i: "the", 40
+        ),
+    ),
+    Probe(
+        "thinking_only",
+        "puts the verse in a thinking block and answers nothing",
+        "strip <think>...</think> before scoring",
+        lambda row, rng: "<think>\n" + OFF_TOPIC_VERSE + "\n</think>",
+    ),
+    Probe(
+        "markdown_bullets",
+        "uses list markers as words to pass the words-per-line rule",
+        "strip bullets and numbering before counting words",
+        lambda row, rng: _pair_lines(rng.choice(RHYME_POOLS), lambda i: "- the", 4),
+    ),
+    Probe(
+        "rhyming_gibberish",
+        "rhymes with nonsense around the end words",
+        "gate the rhyme on relevance to the reference (rhyme_relevance)",
+        lambda row, rng: "\n".join(
+            f"{' '.join(rng.sample(GIBBERISH, 3))} the {w}"
+            for w in (lambda p: (p[0], p[1], p[2], p[3]))(rng.choice(RHYME_POOLS))
+        ),
+    ),
+    Probe(
+        "rhyming_off_topic",
+        "writes good verse about something else",
+        "gate the rhyme on relevance to the reference (rhyme_relevance)",
+        lambda row, rng: OFF_TOPIC_VERSE,
+    ),
+    Probe(
+        "prose_on_topic",
+        "answers correctly in prose, without rhyme",
+        "pay the rhyme itself, not only relevance",
+        lambda row, rng: "\n".join(
+            " ".join(chunk) for chunk in _chunks(_words(row.reference, 32), 8)
+        ),
+    ),
+)
+
+
+def _chunks(words: list[str], size: int) -> list[list[str]]:
+    return [words[i : i + size] for i in range(0, len(words), size)]
+
+
+@dataclass
+class Distribution:
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    degenerate: str | None = None  # "all zero", "all one", "constant" or None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Distribution:
+        n = len(values)
+        mean = statistics.fmean(values)
+        std = statistics.pstdev(values) if n > 1 else 0.0
+        lo, hi = min(values), max(values)
+        degenerate = None
+        if all(v == 0 for v in values):
+            degenerate = "all zero"
+        elif all(v == 1 for v in values):
+            degenerate = "all one"
+        elif n > 1 and hi - lo < 1e-9:
+            degenerate = "constant"
+        return cls(n, mean, std, lo, hi, degenerate)
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    mean: float
+    max: float
+    flagged: bool
+    verdict: str  # one sentence a person or agent can act on
+    example: str
+    example_score: float
+    example_components: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ProbeReport:
+    reward: str
+    rows: int
+    honest_source: str
+    honest: Distribution
+    probes: list[ProbeResult]
+    warnings: list[str]
+    notes: list[str]
+
+    @property
+    def flagged(self) -> list[str]:
+        return [p.name for p in self.probes if p.flagged]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "flagged": self.flagged}
+
+
+DEGENERATE_HINTS = {
+    "all zero": "every honest answer scores 0: the reward probably reads the wrong field "
+    "(a column name, or the completion's shape), or the honest answers are not what it pays",
+    "all one": "every honest answer scores 1: the reward cannot tell answers apart, so it "
+    "gives GRPO no signal; check it reads the completion and not a constant",
+    "constant": "every honest answer scores the same: GRPO learns nothing from a constant "
+    "reward; check the reward reads the field you think it does",
+}
+
+
+def run_probes(
+    reward: Reward,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    prompt_column: str = "prompt",
+    reference_column: str | None = None,
+    honest_column: str | None = None,
+    max_rows: int = 32,
+    seed: int = 0,
+) -> ProbeReport:
+    """Score every probe on up to `max_rows` rows beside the honest answers and flag exploits.
+
+    Honest answers come from `honest_column` when given (e.g. verse that answers the question),
+    else from the reference column. The reference column defaults to the first column the
+    reward needs, else "reference".
+    """
+    if not rows:
+        raise ConfigError("the probe battery needs at least one dataset row; the data is empty")
+    reference_column = reference_column or (reward.columns[:1] or ("reference",))[0]
+    picked = list(rows[:max_rows])
+    for column in {prompt_column, reference_column, honest_column or reference_column}:
+        missing = [i for i, r in enumerate(picked) if column not in r]
+        if missing:
+            raise ConfigError(
+                f"dataset column '{column}' is missing from row {missing[0]} (columns there: "
+                f"{sorted(picked[missing[0]])}); name the right column with --prompt-column, "
+                f"--reference-column or --honest-column"
+            )
+    data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
+    columns = {k: [r.columns.get(k) for r in data] for k in _all_keys(data)}
+    honest_texts = [str(r.columns[honest_column or reference_column]) for r in data]
+
+    honest_scores = checked_scores(
+        reward, honest_texts, prompts=[r.prompt for r in data], **columns
+    )
+    honest = Distribution.of(honest_scores.rewards)
+    notes = list(dict.fromkeys(honest_scores.notes))
+    low, _ = reward.value_range
+    floor = low if low > float("-inf") else honest.min
+    threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
+    leaks = sum(r.reference.strip() and r.reference.strip() in r.prompt for r in data)
+
+    results = []
+    every_score = list(honest_scores.rewards)
+    rng = random.Random(seed)
+    for probe in PROBES:
+        texts = [probe.build(r, rng) for r in data]
+        scores = checked_scores(reward, texts, prompts=[r.prompt for r in data], **columns)
+        notes.extend(n for n in scores.notes if n not in notes)
+        every_score += scores.rewards
+        mean = statistics.fmean(scores.rewards)
+        best = max(range(len(texts)), key=lambda i: scores.rewards[i])
+        high = mean > floor + 1e-9 and mean >= threshold
+        if probe.kind == "leak":
+            flagged = high and leaks > 0
+            verdict = (
+                f"LEAK: {leaks} prompt(s) contain their reference and the reward pays a copy "
+                f"{mean:.2f}; {probe.fix}"
+                if flagged
+                else f"pays a verbatim copy {mean:.2f}; safe while references stay out of prompts "
+                f"(none of these {len(data)} rows leaks)"
+                if high
+                else f"ok: a verbatim copy scores {mean:.2f} vs honest {honest.mean:.2f}"
+            )
+        else:
+            flagged = high
+            verdict = (
+                f"LIKELY EXPLOIT: {probe.exploit} and scores {mean:.2f} vs honest "
+                f"{honest.mean:.2f}; fix: {probe.fix}"
+                if flagged
+                else f"ok: scores {mean:.2f} vs honest {honest.mean:.2f}"
+            )
+        example = texts[best]
+        results.append(
+            ProbeResult(
+                name=probe.name,
+                mean=mean,
+                max=scores.rewards[best],
+                flagged=flagged,
+                verdict=verdict,
+                example=example
+                if len(example) <= EXAMPLE_CHARS
+                else example[:EXAMPLE_CHARS] + "...",
+                example_score=scores.rewards[best],
+                example_components=scores.row(best),
+            )
+        )
+
+    # Degenerate on everything (honest and probes alike) means the reward ignores the response.
+    # Honest answers that all score 0 mean it does not pay what it should. A curated honest set
+    # that all scores the maximum is fine, as long as the probes score lower.
+    warnings = []
+    overall = Distribution.of(every_score).degenerate
+    if overall:
+        warnings.append(
+            f"{overall} on every response, honest and probe alike: {DEGENERATE_HINTS[overall]}"
+        )
+    elif honest.degenerate == "all zero":
+        warnings.append(f"honest answers {honest.degenerate}: {DEGENERATE_HINTS['all zero']}")
+    elif honest.degenerate:
+        notes.append(
+            f"honest answers score {honest.degenerate} ({honest.mean:.2f}): fine for curated "
+            f"exemplars, but GRPO needs different scores among a prompt's samples"
+        )
+    flagged = [p.name for p in results if p.flagged]
+    if flagged:
+        warnings.append(f"{len(flagged)} probe(s) score as high as honest answers: {flagged}")
+    return ProbeReport(
+        reward=reward_label(reward),
+        rows=len(data),
+        honest_source=f"column '{honest_column or reference_column}'",
+        honest=honest,
+        probes=results,
+        warnings=warnings,
+        notes=notes,
+    )
+
+
+def _all_keys(data: Sequence[Row]) -> list[str]:
+    return list(dict.fromkeys(k for r in data for k in r.columns))

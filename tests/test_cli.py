@@ -1,0 +1,66 @@
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from posttrain.cli import app
+from tests.conftest import EXAMPLES
+
+runner = CliRunner()
+
+
+def test_reward_check_prints_json_for_agents():
+    result = runner.invoke(
+        app,
+        ["reward", "check", "rhyme", "--data", str(EXAMPLES), "--honest-column", "verse", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["rows"] == 12 and report["honest"]["mean"] == 1.0
+    assert "one_word_lines" not in report["flagged"]
+
+
+def test_reward_check_takes_parameters_and_flags_a_naive_reward():
+    result = runner.invoke(
+        app,
+        [
+            "reward",
+            "check",
+            "rhyme",
+            "--data",
+            str(EXAMPLES),
+            "--honest-column",
+            "verse",
+            "--param",
+            "min_words_per_line=0",
+            "--param",
+            "identical_rhymes_count=true",
+            "--param",
+            "distinct_end_words=false",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert {"one_word_lines", "same_end_word"} <= set(json.loads(result.stdout)["flagged"])
+
+
+def test_errors_are_json_on_stderr_with_stable_exit_codes(tmp_path):
+    missing = runner.invoke(app, ["reward", "check", "rhyme", "--data", str(tmp_path / "x.jsonl")])
+    assert missing.exit_code == 3
+    assert "does not exist" in json.loads(missing.stderr)["error"]
+    bad_param = runner.invoke(
+        app, ["reward", "check", "rhyme", "--data", str(EXAMPLES), "--param", "nope=1"]
+    )
+    assert bad_param.exit_code == 2
+    assert "has no parameter ['nope']" in json.loads(bad_param.stderr)["error"]
+
+
+def test_the_console_script_runs_as_a_real_process():
+    out = subprocess.run(
+        [sys.executable, "-m", "posttrain.cli", "reward", "list", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert {r["name"] for r in json.loads(out.stdout)} >= {"rhyme", "rhyme_relevance"}
