@@ -1,0 +1,368 @@
+"""RunSpec: everything a training run needs, validated strictly, hashed to a stable id.
+
+A spec is data: it is written as YAML or JSON (or passed as a dict by an agent), crosses
+process and machine boundaries as JSON, and every error names the field and the fix.
+
+    model:     {name: tiny-local}            # or Qwen3-0.6B, or a local path
+    dataset:   {builtin: rhyme-gym, n_rows: 2000}
+    reward:    {name: rhyme_relevance}
+    algorithm: {kind: grpo, steps: 300, learning_rate: 5e-4, lora: null}
+    compute:   {backend: local}
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from posttrain.catalog import PRESETS, get_preset, parse_gpu
+from posttrain.errors import ConfigError
+
+MAX_TIMEOUT_S = 24 * 3600
+# Names people reach for from other tools, and the field that means the same here.
+ALIASES = {
+    "lr": "learning_rate",
+    "max_steps": "steps",
+    "num_train_steps": "steps",
+    "max_new_tokens": "max_completion_length",
+    "per_device_train_batch_size": "batch_size",
+    "timeout": "timeout_s",
+    "gpus": "gpu",
+    "dataset_path": "path",
+}
+HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(Strict):
+    """Which model to train."""
+
+    name: str = Field("tiny-local", description="A preset name, a local path, or an HF repo id.")
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None, description="Passed to the chat template; None: the preset's (Qwen3: no thinking)."
+    )
+    random_weights: bool = Field(
+        False, description="Build the preset's shape with random weights (benchmarks only)."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if get_preset(name):
+            return get_preset(name).name  # type: ignore[union-attr]
+        looks_like_path = name.startswith((".", "/", "~"))
+        if Path(name).expanduser().exists():
+            return name
+        if looks_like_path:
+            raise ValueError(
+                f"model path '{name}' does not exist; give an existing folder with config.json, "
+                f"or a preset: {sorted(PRESETS)}"
+            )
+        if HF_REPO_ID.match(name):
+            return name  # a hub repo: usable where the hub is reachable (Modal)
+        close = difflib.get_close_matches(name, list(PRESETS), n=1, cutoff=0.5)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ValueError(
+            f"unknown model preset '{name}'{hint}; presets: {sorted(PRESETS)}, or a local path, "
+            f"or an HF repo id such as 'Qwen/Qwen3-0.6B'"
+        )
+
+    @property
+    def preset(self):
+        return get_preset(self.name)
+
+    def template_kwargs(self) -> dict[str, Any]:
+        if self.chat_template_kwargs is not None:
+            return dict(self.chat_template_kwargs)
+        return dict(self.preset.chat_template_kwargs) if self.preset else {}
+
+
+class RowFilter(Strict):
+    """Keep a row only if its column passes every condition given."""
+
+    column: str
+    empty: bool | None = Field(None, description="True: keep empty values only; False: non-empty.")
+    min_chars: Annotated[int, Field(ge=0)] | None = None
+    max_chars: Annotated[int, Field(ge=1)] | None = None
+    equals: str | None = None
+
+    def keep(self, row: dict[str, Any]) -> bool:
+        value = row.get(self.column)
+        text = "" if value is None else str(value)
+        if self.empty is not None and (not text.strip()) != self.empty:
+            return False
+        if self.min_chars is not None and len(text) < self.min_chars:
+            return False
+        if self.max_chars is not None and len(text) > self.max_chars:
+            return False
+        return self.equals is None or text == self.equals
+
+
+class DatasetSpec(Strict):
+    """Where the rows come from and how a row becomes a prompt."""
+
+    builtin: Literal["rhyme-gym"] | None = Field(None, description="A dataset generated here.")
+    path: str | None = Field(None, description="A local .jsonl/.json/.parquet/.csv file.")
+    hf_repo: str | None = Field(None, description="A Hugging Face dataset repo id.")
+    hf_split: str = "train"
+    prompt_column: str = "prompt"
+    reference_column: str | None = Field(
+        "reference", description="The reference answer the reward compares with (None: none)."
+    )
+    response_column: str | None = Field(None, description="SFT target; None: the reference column.")
+    messages_column: str | None = Field(
+        None, description="Rows already in chat form (SFT); tools stay with them."
+    )
+    tools_column: str | None = Field(None, description="Tool schemas passed to the template.")
+    system_prompt: str | None = None
+    prompt_template: str = Field(
+        "{prompt}", description="Python format string over the row's columns."
+    )
+    filters: list[RowFilter] = Field(default_factory=list)
+    n_rows: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    holdout_share: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
+    holdout_seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetSpec:
+        given = [k for k in ("builtin", "path", "hf_repo") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of dataset.builtin, dataset.path, dataset.hf_repo "
+                f"(given: {given or 'none'})"
+            )
+        if self.path and not Path(self.path).expanduser().is_file():
+            raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
+        fields = set(re.findall(r"{(\w+)", self.prompt_template))
+        if not fields and not self.messages_column:
+            raise ValueError(
+                "prompt_template uses no column; write e.g. '{prompt}' or '{instruction}'"
+            )
+        return self
+
+    @property
+    def target_column(self) -> str | None:
+        return self.response_column or self.reference_column
+
+
+class RewardSpec(Strict):
+    name: str = Field("rhyme_relevance", description="A registry name or path/to/file.py:function.")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _buildable(self) -> RewardSpec:
+        from posttrain.rewards.registry import get_reward
+
+        get_reward(self.name, self.params)  # ConfigError names the parameter and the fix
+        return self
+
+
+class LoraSpec(Strict):
+    r: Annotated[int, Field(ge=1, le=1024)] = 16
+    alpha: Annotated[int, Field(ge=1, le=4096)] = 32
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.05
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+
+
+class TraceSpec(Strict):
+    """Which steps keep sampled completions as traces, and how many each."""
+
+    every: Annotated[int, Field(ge=0, le=100_000)] = 10  # 0: first and last step only
+    steps: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)  # also these
+    samples: Annotated[int, Field(ge=1, le=256)] = 8
+
+
+class WarmStartSpec(Strict):
+    """An SFT pass before GRPO, on the same dataset's targets (full rows, not the holdout)."""
+
+    steps: Annotated[int, Field(ge=1, le=100_000)] = 250
+    learning_rate: Annotated[float, Field(gt=0, le=1)] = 2e-3
+    batch_size: Annotated[int, Field(ge=1, le=4096)] = 32
+
+
+class AlgorithmSpec(Strict):
+    kind: Literal["grpo", "sft"] = "grpo"
+    lora: LoraSpec | None = Field(
+        default_factory=LoraSpec, description="LoRA adapter; null: full fine-tune."
+    )
+    learning_rate: Annotated[float, Field(gt=0, le=1)] = 1e-5
+    lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
+    steps: Annotated[int, Field(ge=1, le=1_000_000)] = 100
+    batch_size: Annotated[int, Field(ge=1, le=8192)] = Field(
+        32, description="Completions per step (GRPO: prompts x generations); rows per step (SFT)."
+    )
+    num_generations: Annotated[int, Field(ge=2, le=256)] = 8
+    max_prompt_length: Annotated[int, Field(ge=8, le=131072)] = 512
+    max_completion_length: Annotated[int, Field(ge=1, le=131072)] = 256
+    temperature: Annotated[float, Field(gt=0, le=5)] = 1.0
+    beta: Annotated[float, Field(ge=0, le=10)] = 0.04
+    save_every: Annotated[int, Field(ge=0, le=1_000_000)] = 50  # 0: at the end only
+    seed: int = 0
+    traces: TraceSpec = Field(default_factory=TraceSpec)
+    warmstart: WarmStartSpec | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AlgorithmSpec:
+        if self.kind == "grpo" and self.batch_size % self.num_generations:
+            suggestion = self.num_generations * max(1, self.batch_size // self.num_generations)
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be divisible by num_generations "
+                f"({self.num_generations}): each prompt gets num_generations completions; e.g. "
+                f"batch_size {suggestion}"
+            )
+        if self.kind == "sft" and self.warmstart:
+            raise ValueError("warmstart is an SFT pass before GRPO; an SFT run does not take one")
+        return self
+
+
+class ComputeSpec(Strict):
+    backend: Literal["local", "modal"] = "local"
+    gpu: str | None = Field(None, description="e.g. H100 or H100:4; None: the preset's default.")
+    timeout_s: Annotated[int, Field(ge=60)] = 3600
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, gpu: str | None) -> str | None:
+        if gpu is None:
+            return None
+        name, count = parse_gpu(gpu)
+        return name if count == 1 else f"{name}:{count}"
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _timeout(cls, timeout_s: int) -> int:
+        if timeout_s > MAX_TIMEOUT_S:
+            raise ValueError(
+                f"timeout_s {timeout_s} is over 24 h ({MAX_TIMEOUT_S} s), Modal's limit for one "
+                f"call; split the work into shorter runs"
+            )
+        return timeout_s
+
+
+class RunSpec(Strict):
+    """One training run."""
+
+    name: str | None = Field(None, description="A label for people; not part of the spec id.")
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    dataset: DatasetSpec = Field(default_factory=lambda: DatasetSpec(builtin="rhyme-gym"))
+    reward: RewardSpec = Field(default_factory=RewardSpec)
+    algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    budget_usd: Annotated[float, Field(ge=0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("model"), str):
+            data = {**data, "model": {"name": data["model"]}}
+        if isinstance(data, dict) and isinstance(data.get("reward"), str):
+            data = {**data, "reward": {"name": data["reward"]}}
+        return data
+
+    @property
+    def spec_id(self) -> str:
+        """A stable id: the hash of the canonical JSON of everything but the name."""
+        canonical = json.dumps(
+            self.model_dump(mode="json", exclude={"name"}), sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def gpu(self) -> str:
+        """The GPU the run asks for (the preset's default when none is set)."""
+        if self.compute.gpu:
+            return self.compute.gpu
+        return self.model.preset.default_gpu if self.model.preset else "H100"
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+def _explain(exc: ValidationError, model: type[BaseModel] = RunSpec) -> str:
+    """One line per problem: the field path, what is wrong, and how to fix it."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent_path, field = err["loc"][:-1], str(err["loc"][-1])
+            allowed = _fields_at(model, parent_path)
+            close = (
+                [ALIASES[field]]
+                if ALIASES.get(field) in allowed
+                else (difflib.get_close_matches(field, allowed, n=1, cutoff=0.6))
+            )
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            lines.append(f"spec field '{loc}': unknown field; {hint}allowed here: {allowed}")
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            got = err.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"spec field '{loc or 'spec'}': {message}{shown}")
+    return "; ".join(lines)
+
+
+def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
+    """The allowed field names at a nested path of the spec model."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(str(part)) if hasattr(current, "model_fields") else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        for candidate in (annotation, *getattr(annotation, "__args__", ())):
+            inner = getattr(candidate, "__args__", ())
+            for c in (candidate, *inner):
+                if isinstance(c, type) and issubclass(c, BaseModel):
+                    current = c
+                    break
+            else:
+                continue
+            break
+    return sorted(getattr(current, "model_fields", {}))
+
+
+def load_spec(source: str | Path | dict[str, Any] | RunSpec) -> RunSpec:
+    """A RunSpec from a dict, a RunSpec, a JSON string, or a .yaml/.yml/.json file."""
+    if isinstance(source, RunSpec):
+        return source
+    data: Any = source
+    if isinstance(source, Path) or (
+        isinstance(source, str) and not source.lstrip().startswith("{")
+    ):
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"spec file {path} does not exist; give a .yaml or .json spec file")
+        text = path.read_text(encoding="utf-8")
+        try:
+            if path.suffix.lower() in (".yaml", ".yml"):
+                import yaml
+
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except Exception as exc:  # yaml and json raise different types for the same problem
+            raise ConfigError(f"spec file {path} is not valid {path.suffix[1:]}: {exc}") from None
+    elif isinstance(source, str):
+        try:
+            data = json.loads(source)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"spec is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"a spec must be a mapping of fields, not {type(data).__name__}")
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+    except ConfigError as exc:  # raised inside a validator (reward params)
+        raise ConfigError(f"spec field 'reward': {exc}") from None
