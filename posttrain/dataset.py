@@ -1,14 +1,20 @@
-"""Reading dataset rows from local files (JSONL, JSON, Parquet, CSV)."""
+"""Dataset rows: read from local files (JSONL, JSON, Parquet, CSV), the hub or the gym, then
+filtered, split into training and held-out rows, and shaped for the trainer."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import ConfigError, NotFoundError
+
+if TYPE_CHECKING:
+    from posttrain.spec import DatasetSpec
 
 FORMATS = (".jsonl", ".json", ".parquet", ".csv")
 
@@ -64,3 +70,124 @@ def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]
             rows = list(itertools.islice(csv.DictReader(f), limit))
         return rows
     raise ConfigError(f"dataset file {path}: unknown format '{suffix}'; use one of {FORMATS}")
+
+
+# --- From a spec to training rows -------------------------------------------------------
+
+GYM_ROWS = 2000  # the rhyme gym's size when the spec gives no n_rows
+
+
+@dataclass
+class Prepared:
+    """Rows ready for a trainer, and the held-out rows kept away from it."""
+
+    train: list[dict[str, Any]]
+    holdout: list[dict[str, Any]]
+    dropped_by_filters: int
+    columns: list[str]
+
+
+def source_rows(ds: DatasetSpec) -> list[dict[str, Any]]:
+    """The raw rows a dataset spec names (before filters, n_rows and the holdout split)."""
+    if ds.builtin == "rhyme-gym":
+        from posttrain import gym
+
+        return gym.rows(ds.n_rows or GYM_ROWS)
+    if ds.path:
+        return read_rows(ds.path)
+    try:
+        import datasets
+
+        table = datasets.load_dataset(ds.hf_repo, split=ds.hf_split)
+    except Exception as exc:  # the hub raises many types; all mean "not reachable or absent"
+        raise ConfigError(
+            f"dataset.hf_repo '{ds.hf_repo}' (split '{ds.hf_split}') could not be loaded: "
+            f"{type(exc).__name__}: {exc}. Without hub access, export it to a local .jsonl or "
+            f".parquet file and set dataset.path"
+        ) from None
+    return [dict(r) for r in table]
+
+
+def row_id(row: dict[str, Any], prompt: str) -> str:
+    if row.get("id") is not None:
+        return str(row["id"])
+    return hashlib.sha1(prompt.encode()).hexdigest()[:12]
+
+
+def in_holdout(key: str, share: float, seed: int) -> bool:
+    """Stable membership: the same row lands on the same side whatever the order or size."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def render_prompt(row: dict[str, Any], ds: DatasetSpec) -> str:
+    try:
+        return ds.prompt_template.format_map(row)
+    except KeyError as exc:
+        raise ConfigError(
+            f"dataset.prompt_template uses column {exc} which the rows lack; columns: "
+            f"{sorted(row)}; fix prompt_template or dataset.prompt_column"
+        ) from None
+
+
+def prompt_messages(text: str, ds: DatasetSpec) -> list[dict[str, str]]:
+    system = [{"role": "system", "content": ds.system_prompt}] if ds.system_prompt else []
+    return [*system, {"role": "user", "content": text}]
+
+
+def prepare(ds: DatasetSpec, kind: str) -> Prepared:
+    """Filter, cap, split and shape rows for GRPO ("prompt" as messages, columns kept for the
+    reward) or SFT (conversational prompt/completion, tools kept)."""
+    rows = source_rows(ds)
+    if not rows:
+        raise ConfigError("the dataset has no rows")
+    columns = sorted({k for r in rows[:100] for k in r})
+    needed = [c for c in (ds.reference_column,) if c]
+    if kind == "sft" and not ds.messages_column:
+        needed.append(ds.target_column or "")
+    for column in [*needed, ds.messages_column, ds.tools_column]:
+        if column and column not in rows[0]:
+            raise ConfigError(
+                f"dataset column '{column}' is missing (columns: {columns}); set the dataset's "
+                f"column names (reference_column, response_column, ...) to ones it has"
+            )
+    kept = [r for r in rows if all(f.keep(r) for f in ds.filters)]
+    dropped = len(rows) - len(kept)
+    if not kept:
+        raise ConfigError(f"dataset.filters dropped all {len(rows)} rows; loosen them")
+    if ds.n_rows and not ds.builtin:
+        kept = kept[: ds.n_rows]
+    train, holdout = [], []
+    for row in kept:
+        text = render_prompt(row, ds) if not ds.messages_column else ""
+        shaped = _shape(row, text, ds, kind)
+        key = shaped["id"]
+        (holdout if in_holdout(key, ds.holdout_share, ds.holdout_seed) else train).append(shaped)
+    if not train:
+        raise ConfigError("no training rows left after the holdout split; lower holdout_share")
+    return Prepared(train, holdout, dropped, columns)
+
+
+def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[str, Any]:
+    base = {k: v for k, v in row.items() if k not in ("prompt", "completion", "messages")}
+    base["id"] = row_id(row, text or json.dumps(row.get(ds.messages_column or ""), default=str))
+    base["prompt_text"] = text
+    if ds.reference_column and ds.reference_column != "reference":
+        base.setdefault("reference", row.get(ds.reference_column))
+    if ds.messages_column:
+        messages = list(row[ds.messages_column])
+        last = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+        prompt, completion = messages[:last], messages[last:]
+        base["prompt_text"] = next(
+            (m["content"] for m in reversed(prompt) if m.get("role") == "user"), ""
+        )
+    else:
+        prompt = prompt_messages(text, ds)
+        target = row.get(ds.target_column) if ds.target_column else None
+        completion = [{"role": "assistant", "content": "" if target is None else str(target)}]
+    shaped = {**base, "prompt": prompt}
+    if kind == "sft":
+        shaped["completion"] = completion
+    if ds.tools_column:
+        shaped["tools"] = row.get(ds.tools_column)
+    return shaped

@@ -1,0 +1,288 @@
+"""The reporter: what the trainer tells the world, as events in the run directory.
+
+`Reporter` writes stages, logs, heartbeats, checkpoints, results and failures.
+`ReportingCallback` turns the trainer's logs into one metrics event per step and marks the
+proof step. `TracingReward` wraps the reward TRL calls, so every scored completion can be
+kept as a trace with its components, and each step's component means reach the metrics.
+A SIGTERM asks the run to stop after the current step (cancel), never mid-write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import statistics
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from posttrain.rewards.base import Reward
+from posttrain.rewards.guards import checked_scores
+from posttrain.rewards.text import completion_text
+from posttrain.runs.layout import CANCEL_REQUEST, EventWriter
+from posttrain.spec import TraceSpec
+
+HEARTBEAT_S = 10.0
+TRACE_TEXT_CHARS = 4000  # a trace keeps at most this much of a prompt or completion
+
+
+class Cancelled(Exception):
+    """The run was asked to stop (SIGTERM or cancel.request) between stages."""
+
+
+class Reporter:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.events = EventWriter(run_dir)
+        self.step = 0
+        self.cancel_requested = False
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    # -- signals and liveness ------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        def on_term(signum: int, frame: Any) -> None:
+            self.cancel_requested = True
+
+        signal.signal(signal.SIGTERM, on_term)
+
+    def should_stop(self) -> bool:
+        if not self.cancel_requested and (self.run_dir / CANCEL_REQUEST).exists():
+            self.cancel_requested = True
+        return self.cancel_requested
+
+    def check_cancel(self) -> None:
+        if self.should_stop():
+            raise Cancelled()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S / 2):
+            if time.time() - self.events.last_write >= HEARTBEAT_S:
+                self.events.write("heartbeat", step=self.step)
+
+    # -- events --------------------------------------------------------------------------
+    def stage(self, stage: str) -> None:
+        self.events.write("stage", durable=True, stage=stage)
+        self.log(f"stage: {stage}")
+
+    def log(self, message: str, level: str = "info") -> None:
+        self.events.write("log", level=level, message=message)
+
+    def metrics(self, phase: str, step: int, values: dict[str, Any]) -> None:
+        self.step = step
+        self.events.write("metrics", phase=phase, step=step, **values)
+
+    def checkpoint(self, step: int, path: Path) -> None:
+        self.events.write(
+            "checkpoint", durable=True, step=step, path=str(path.relative_to(self.run_dir))
+        )
+
+    def trace(self, step: int, rows: list[dict[str, Any]], phase: str = "train") -> None:
+        folder = self.run_dir / "traces"
+        folder.mkdir(exist_ok=True)
+        name = f"step_{step:04d}.jsonl" if phase == "train" else f"{phase}_step_{step:04d}.jsonl"
+        with (folder / name).open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, default=str) + "\n")
+        self.events.write("trace", phase=phase, step=step, path=f"traces/{name}", n=len(rows))
+
+    def result(self, status: str, cause: str | None = None, **final: Any) -> None:
+        self.events.write("result", durable=True, status=status, cause=cause, final=final)
+
+    def failure(self, exc: BaseException) -> str:
+        cause = one_line_cause(exc)
+        self.events.write(
+            "error", durable=True, cause=cause, traceback="".join(traceback.format_exception(exc))
+        )
+        self.result("failed", cause=cause)
+        return cause
+
+    def close(self) -> None:
+        self._stop.set()
+        self._heartbeat.join(timeout=HEARTBEAT_S)
+        self.events.close()
+
+
+def one_line_cause(exc: BaseException) -> str:
+    """What went wrong in one line a person can act on."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "out of memory" in text.lower():
+        return (
+            "out of GPU memory: lower algorithm.batch_size or max_completion_length, use LoRA, "
+            f"or choose a larger GPU ({text[:120]})"
+        )
+    from posttrain.errors import PosttrainError
+
+    if isinstance(exc, PosttrainError):
+        return text
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return f"{type(exc).__name__}: {text}{where}"
+
+
+def trace_steps(spec: TraceSpec, total: int) -> set[int]:
+    """Steps that keep traces: the first, the last, every `every`, and any listed."""
+    steps = {1, total, *spec.steps}
+    if spec.every:
+        steps |= set(range(spec.every, total + 1, spec.every))
+    return {s for s in steps if 1 <= s <= total}
+
+
+def spread(n: int, k: int) -> list[int]:
+    """k indices spread evenly over range(n): samples from different prompts and groups."""
+    if k >= n:
+        return list(range(n))
+    return sorted({round(i * n / k) for i in range(k)})
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= TRACE_TEXT_CHARS else text[:TRACE_TEXT_CHARS] + "..."
+
+
+def prompt_of(prompt: Any) -> str:
+    """The last user turn of a prompt (messages) or the prompt text."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [
+        m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    return str(users[-1]) if users else completion_text(prompt)
+
+
+class TracingReward:
+    """The reward as TRL calls it: guarded, with traces and per-step component means kept."""
+
+    def __init__(
+        self, reward: Reward, reporter: Reporter, steps: set[int], samples: int, group_size: int
+    ) -> None:
+        self.reward = reward
+        self.reporter = reporter
+        self.steps = steps
+        self.samples = samples
+        self.group_size = group_size  # TRL lays out each prompt's generations side by side
+        self.component_means: dict[int, dict[str, float]] = {}
+        self.__name__ = reward.__name__
+
+    def __call__(
+        self, completions: Sequence[Any], prompts: Sequence[Any] | None = None, **columns: Any
+    ) -> list[float]:
+        state = columns.get("trainer_state")
+        step = (state.global_step if state is not None else 0) + 1  # the step being built
+        scores = checked_scores(self.reward, completions, prompts=prompts, **columns)
+        means = {k: statistics.fmean(v) for k, v in scores.components.items() if v}
+        self.component_means[step] = means
+        if step in self.steps:
+            references = columns.get("reference") or [None] * len(completions)
+            rows = [
+                {
+                    "step": step,
+                    "idx": i,
+                    "group": i // self.group_size,
+                    "prompt": _clip(prompt_of(prompts[i])) if prompts else "",
+                    "completion": _clip(completion_text(completions[i])),
+                    "reward": scores.rewards[i],
+                    "components": scores.row(i),
+                    "reference": _clip(str(references[i])) if references[i] is not None else None,
+                }
+                for i in spread(len(completions), self.samples)
+            ]
+            self.reporter.trace(step, rows)
+        for note in scores.notes:
+            self.reporter.log(note, level="warning")
+        return scores.rewards
+
+
+# Trainer log keys -> our metric names (TRL GRPO and SFT).
+METRIC_KEYS = {
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "loss": "loss",
+    "kl": "kl",
+    "entropy": "entropy",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "completions/mean_length": "completion_length",
+    "frac_reward_zero_std": "frac_zero_std",
+    "mean_token_accuracy": "token_accuracy",
+}
+
+
+class ReportingCallback(TrainerCallback):
+    """Metrics per step, the proof step, checkpoints and cooperative cancellation."""
+
+    def __init__(
+        self,
+        reporter: Reporter,
+        phase: str,
+        tracing: TracingReward | None = None,
+        on_step: Any = None,
+    ) -> None:
+        self.reporter = reporter
+        self.phase = phase
+        self.tracing = tracing
+        self.on_step = on_step  # extra per-step work (SFT traces)
+        self._step_started = time.perf_counter()
+        self._tokens_seen = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.phase == "train" and state.global_step == 1:
+            self.reporter.events.write(
+                "proof_step",
+                durable=True,
+                ok=True,
+                step_time_s=round(time.perf_counter() - self._step_started, 3),
+            )
+            self.reporter.stage("training")
+        if self.on_step is not None:
+            self.on_step(state.global_step)
+        if self.reporter.should_stop():
+            self.reporter.log(f"stop requested: stopping after step {state.global_step}")
+            control.should_training_stop = True
+            control.should_save = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "train_runtime" in logs:
+            return
+        values = {ours: logs[theirs] for theirs, ours in METRIC_KEYS.items() if theirs in logs}
+        step_time = logs.get("step_time") or (time.perf_counter() - self._step_started)
+        tokens = float(logs.get("num_tokens", 0) or 0)
+        if tokens and step_time:
+            values["tokens_per_s"] = round((tokens - self._tokens_seen) / step_time, 1)
+        self._tokens_seen = tokens or self._tokens_seen
+        values["step_time_s"] = round(float(step_time), 4)
+        if self.tracing is not None:
+            comps = self.tracing.component_means.pop(state.global_step, None)
+            if comps:
+                values["components"] = comps
+        self.reporter.metrics(self.phase, state.global_step, values)
+
+    def on_save(self, args, state, control, **kwargs):
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if path.exists():
+            self.reporter.checkpoint(state.global_step, path)
+
+
+def quiet_libraries() -> None:
+    """Progress bars and per-step prints are noise in run logs; events carry the numbers."""
+    import warnings
+
+    import datasets
+    import transformers
+
+    # TRL calls transformers APIs that transformers 5 marks deprecated, once per step.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    logging.getLogger("trl").setLevel(logging.ERROR)
