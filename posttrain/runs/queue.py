@@ -1,0 +1,104 @@
+"""The local backend's run limit: at most N trainers at once, the rest queue in order.
+
+Slots are lock files under $POSTTRAIN_HOME/slots; a supervisor holds one (fcntl.flock) for
+as long as its trainer lives, and the kernel frees it however the process ends, SIGKILL
+included. A queued run tries for a slot only when every earlier queued run has started, so
+runs start in the order they were created.
+
+On a CPU the cores are shared out among the slots: PyTorch's OpenMP threads spin-wait, and
+two trainers with a thread per core each were measured here 38x slower than one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from typing import IO
+
+from posttrain.runs.layout import (
+    CANCEL_REQUEST,
+    PROCESS,
+    RUN_META,
+    EventWriter,
+    has_result,
+    home,
+    process_alive,
+    read_json,
+)
+
+POLL_S = 0.5
+
+
+def max_local_runs() -> int:
+    """$POSTTRAIN_LOCAL_MAX_RUNS, default 1: one trainer owns the machine's cores."""
+    try:
+        return max(1, int(os.environ.get("POSTTRAIN_LOCAL_MAX_RUNS", "1")))
+    except ValueError:
+        return 1
+
+
+def cpu_thread_env() -> dict[str, str]:
+    """Threads per trainer: $POSTTRAIN_CPU_THREADS, else the cores divided among the slots."""
+    threads = os.environ.get("POSTTRAIN_CPU_THREADS") or str(
+        max(1, (os.cpu_count() or 1) // max_local_runs())
+    )
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+def _waiting(run_dir: Path) -> bool:
+    """Queued: its supervisor lives, no trainer has started, no result is written."""
+    proc = read_json(run_dir / PROCESS)
+    if proc.get("trainer_pid") or has_result(run_dir):
+        return False
+    return process_alive(proc.get("supervisor_pid"), proc.get("supervisor_start"))
+
+
+def _earlier_waiting(run_dir: Path) -> bool:
+    mine = read_json(run_dir / RUN_META).get("created_at", 0)
+    for other in run_dir.parent.iterdir():
+        if other == run_dir or not (other / RUN_META).is_file():
+            continue
+        created = read_json(other / RUN_META).get("created_at", 0)
+        if (created, other.name) < (mine, run_dir.name) and _waiting(other):
+            return True
+    return False
+
+
+def _try_slot() -> IO[bytes] | None:
+    folder = home() / "slots"
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(max_local_runs()):
+        handle = (folder / f"slot-{i}.lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            handle.close()
+    return None
+
+
+def wait_for_slot(run_dir: Path) -> IO[bytes] | None:
+    """Block until this run may start; None if it was cancelled while waiting."""
+    announced = False
+    while True:
+        if (run_dir / CANCEL_REQUEST).exists():
+            return None
+        if not _earlier_waiting(run_dir):
+            slot = _try_slot()
+            if slot is not None:
+                return slot
+        if not announced:
+            events = EventWriter(run_dir)
+            events.write(
+                "log",
+                level="info",
+                message=(
+                    f"queued: waiting for a free local slot ({max_local_runs()} run(s) at once; "
+                    f"set POSTTRAIN_LOCAL_MAX_RUNS to change)"
+                ),
+            )
+            events.close()
+            announced = True
+        time.sleep(POLL_S)

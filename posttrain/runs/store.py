@@ -1,0 +1,359 @@
+"""The SQLite index of runs, metrics, logs (FTS5) and traces: a cache of the run directories.
+
+Ingestion reads each run's events.jsonl from the byte offset it reached last time and
+applies the new events in one transaction together with the new offset, so it is
+incremental and idempotent: a crash mid-ingest replays nothing twice, and deleting the
+database loses nothing (`rebuild()` reads every directory again). Log cursors are the byte
+offsets of the log events in events.jsonl, so they survive a rebuild too.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from posttrain.runs.layout import (
+    EVENTS,
+    FINAL_STATUSES,
+    RUN_META,
+    SPEC,
+    home,
+    read_events,
+    read_json,
+    runs_root,
+)
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, spec_id TEXT, name TEXT, backend TEXT, model TEXT, kind TEXT,
+    run_dir TEXT NOT NULL, created_at REAL, started_at REAL, ended_at REAL,
+    status TEXT NOT NULL DEFAULT 'queued', stage TEXT, cause TEXT,
+    phase TEXT, step INTEGER DEFAULT 0, total_steps INTEGER, warmstart_steps INTEGER,
+    reward REAL, best_reward REAL, last_event_at REAL, final TEXT,
+    events_offset INTEGER NOT NULL DEFAULT 0, torn_lines INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL, t REAL, data TEXT NOT NULL,
+    PRIMARY KEY (run_id, phase, step)
+);
+CREATE TABLE IF NOT EXISTS logs (
+    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, pos INTEGER NOT NULL, t REAL,
+    level TEXT, message TEXT NOT NULL, UNIQUE (run_id, pos)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS logs_fts USING fts5(
+    message, content='logs', content_rowid='id', tokenize='unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS logs_ai AFTER INSERT ON logs BEGIN
+    INSERT INTO logs_fts(rowid, message) VALUES (new.id, new.message);
+END;
+CREATE TABLE IF NOT EXISTS traces (
+    run_id TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL, idx INTEGER NOT NULL,
+    grp INTEGER, prompt TEXT, completion TEXT, reward REAL, components TEXT, reference TEXT,
+    PRIMARY KEY (run_id, phase, step, idx)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, path TEXT NOT NULL, t REAL,
+    PRIMARY KEY (run_id, path)
+);
+"""
+
+
+class Store:
+    """One connection per Store; safe to share across threads (a lock serialises writes)."""
+
+    def __init__(self, path: Path | None = None, root: Path | None = None) -> None:
+        self.root = root or runs_root()
+        self.path = path or home() / "index.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            db.close()
+            self.path.unlink()
+            return self._open()
+        db.executescript(SCHEMA)
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        return db
+
+    # -- ingestion -----------------------------------------------------------------------
+    def sync(self, run_ids: Iterable[str] | None = None) -> None:
+        """Ingest new events of the given runs (default: every run directory)."""
+        if run_ids is None:
+            dirs = (
+                [p for p in self.root.iterdir() if (p / RUN_META).is_file()]
+                if (self.root.is_dir())
+                else []
+            )
+        else:
+            dirs = [self.root / r for r in run_ids if (self.root / r / RUN_META).is_file()]
+        known = {
+            r["run_id"]: r
+            for r in self.db.execute("SELECT run_id, status, events_offset FROM runs")
+        }
+        for d in dirs:
+            row = known.get(d.name)
+            try:
+                size = (d / EVENTS).stat().st_size
+            except FileNotFoundError:
+                size = 0
+            if (
+                row is not None
+                and row["events_offset"] >= size
+                and (row["status"] in FINAL_STATUSES or size == 0)
+            ):
+                continue  # nothing new
+            self.ingest(d)
+
+    def ingest(self, run_dir: Path, final: bool = False) -> None:
+        """Apply run_dir's events after the stored offset (creating the run row if new)."""
+        with self._lock:
+            row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_dir.name,)).fetchone()
+            if row is None:
+                self._insert_run(run_dir)
+                row = self.db.execute(
+                    "SELECT * FROM runs WHERE run_id=?", (run_dir.name,)
+                ).fetchone()
+            batch = read_events(run_dir / EVENTS, row["events_offset"], final=final)
+            if not batch.events and not batch.torn and batch.offset == row["events_offset"]:
+                return
+            state = dict(row)
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for pos, event in batch.events:
+                    self._apply(state, run_dir, pos, event)
+                state["events_offset"] = batch.offset
+                state["torn_lines"] += len(batch.torn)
+                for pos in batch.torn:
+                    self._log(
+                        state["run_id"],
+                        pos,
+                        time.time(),
+                        "warning",
+                        f"skipped a torn event line at byte {pos} of {EVENTS}",
+                    )
+                cols = [c for c in state if c != "run_id"]
+                self.db.execute(
+                    f"UPDATE runs SET {', '.join(f'{c}=?' for c in cols)} WHERE run_id=?",
+                    [state[c] for c in cols] + [state["run_id"]],
+                )
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    def _insert_run(self, run_dir: Path) -> None:
+        meta = read_json(run_dir / RUN_META)
+        spec = read_json(run_dir / SPEC)
+        algorithm = spec.get("algorithm", {})
+        warmstart = algorithm.get("warmstart") or {}
+        self.db.execute(
+            "INSERT OR IGNORE INTO runs (run_id, spec_id, name, backend, model, kind, run_dir, "
+            "created_at, total_steps, warmstart_steps) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                run_dir.name,
+                meta.get("spec_id"),
+                spec.get("name"),
+                meta.get("backend"),
+                spec.get("model", {}).get("name"),
+                algorithm.get("kind"),
+                str(run_dir),
+                meta.get("created_at"),
+                algorithm.get("steps"),
+                warmstart.get("steps"),
+            ),
+        )
+
+    def _apply(self, s: dict[str, Any], run_dir: Path, pos: int, e: dict[str, Any]) -> None:
+        kind, t = e.get("type"), e.get("t")
+        s["last_event_at"] = max(s.get("last_event_at") or 0, t or 0)
+        if kind == "stage":
+            s["stage"] = e.get("stage")
+            s["started_at"] = s.get("started_at") or t
+            if s["status"] == "queued":
+                s["status"] = "running"
+        elif kind == "metrics":
+            phase, step = e.get("phase", "train"), int(e.get("step", 0))
+            data = {k: v for k, v in e.items() if k not in ("type", "t", "phase", "step")}
+            self.db.execute(
+                "INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
+                (s["run_id"], phase, step, t, json.dumps(data)),
+            )
+            s["phase"], s["step"] = phase, step
+            if phase == "train" and isinstance(e.get("reward"), int | float):
+                s["reward"] = e["reward"]
+                best = s["best_reward"]
+                s["best_reward"] = e["reward"] if best is None else max(best, e["reward"])
+        elif kind == "log":
+            self._log(s["run_id"], pos, t, e.get("level", "info"), str(e.get("message", "")))
+        elif kind == "trace":
+            self._ingest_trace(s["run_id"], run_dir, e)
+        elif kind == "checkpoint":
+            self.db.execute(
+                "INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?)",
+                (s["run_id"], e.get("step"), e.get("path"), t),
+            )
+        elif kind == "error":
+            s["cause"] = e.get("cause")
+            self._log(s["run_id"], pos, t, "error", f"{e.get('cause')}\n{e.get('traceback', '')}")
+        elif kind == "result":
+            s["status"] = e.get("status", "failed")
+            s["stage"] = s["status"]  # the last stage of every run is how it ended
+            s["cause"] = e.get("cause") or s.get("cause")
+            s["ended_at"] = t
+            s["final"] = json.dumps(e.get("final") or {})
+            self._log(
+                s["run_id"],
+                pos,
+                t,
+                "info" if s["status"] == "succeeded" else "error",
+                f"run {s['status']}" + (f": {s['cause']}" if s["cause"] else ""),
+            )
+
+    def _log(self, run_id: str, pos: int, t: float | None, level: str, message: str) -> None:
+        self.db.execute(
+            "INSERT OR IGNORE INTO logs (run_id, pos, t, level, message) VALUES (?,?,?,?,?)",
+            (run_id, pos, t, level, message),
+        )
+
+    def _ingest_trace(self, run_id: str, run_dir: Path, e: dict[str, Any]) -> None:
+        path = run_dir / str(e.get("path", ""))
+        if run_dir.resolve() not in path.resolve().parents:
+            return  # a trace path must stay inside its run directory
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return
+        phase = e.get("phase", "train")
+        for line in lines:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            self.db.execute(
+                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    phase,
+                    r.get("step"),
+                    r.get("idx"),
+                    r.get("group"),
+                    r.get("prompt"),
+                    r.get("completion"),
+                    r.get("reward"),
+                    json.dumps(r.get("components") or {}),
+                    r.get("reference"),
+                ),
+            )
+
+    def rebuild(self) -> None:
+        """Forget the index and read every run directory again."""
+        with self._lock:
+            for table in ("runs", "metrics", "logs", "traces", "checkpoints"):
+                self.db.execute(f"DELETE FROM {table}")
+            self.db.execute("INSERT INTO logs_fts(logs_fts) VALUES ('rebuild')")
+        self.sync()
+
+    # -- queries -------------------------------------------------------------------------
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return dict(row) if row else None
+
+    def list_runs(
+        self, status: str | None = None, since: float | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM runs WHERE 1=1", []
+        if status:
+            sql, args = sql + " AND status=?", [*args, status]
+        if since:
+            sql, args = sql + " AND created_at>=?", [*args, since]
+        sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
+        return [dict(r) for r in self.db.execute(sql, [*args, limit])]
+
+    def metrics(self, run_id: str, phase: str | None = "train") -> list[dict[str, Any]]:
+        sql = "SELECT phase, step, t, data FROM metrics WHERE run_id=?"
+        args: list[Any] = [run_id]
+        if phase:
+            sql, args = sql + " AND phase=?", [*args, phase]
+        rows = self.db.execute(sql + " ORDER BY phase, step", args)
+        return [
+            {"phase": r["phase"], "step": r["step"], "t": r["t"], **json.loads(r["data"])}
+            for r in rows
+        ]
+
+    def logs(
+        self,
+        run_id: str,
+        *,
+        after: int | None = None,
+        tail: int | None = None,
+        search: str | None = None,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
+        """Log lines in order. `after`: a cursor (pos) from an earlier call; `tail`: the last
+        N; `search`: FTS5 query over messages (words are ANDed; quotes for phrases)."""
+        args: list[Any] = [run_id]
+        sql = "SELECT logs.pos, logs.t, logs.level, logs.message FROM logs"
+        if search:
+            sql += (
+                " JOIN logs_fts ON logs_fts.rowid = logs.id WHERE logs.run_id=? AND "
+                "logs_fts MATCH ?"
+            )
+            args.append(fts_query(search))
+        else:
+            sql += " WHERE logs.run_id=?"
+        if after is not None:
+            sql, args = sql + " AND logs.pos>?", [*args, after]
+        if tail:
+            sql = f"SELECT * FROM ({sql} ORDER BY logs.pos DESC LIMIT ?) ORDER BY pos"
+            args.append(min(tail, limit))
+        else:
+            sql, args = sql + " ORDER BY logs.pos LIMIT ?", [*args, limit]
+        return [dict(r) for r in self.db.execute(sql, args)]
+
+    def traces(
+        self, run_id: str, steps: Iterable[int] | None = None, phase: str = "train"
+    ) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM traces WHERE run_id=? AND phase=?", [run_id, phase]
+        if steps is not None:
+            steps = list(steps)
+            sql += f" AND step IN ({','.join('?' * len(steps))})"
+            args += steps
+        rows = self.db.execute(sql + " ORDER BY step, idx", args)
+        return [{**dict(r), "components": json.loads(r["components"] or "{}")} for r in rows]
+
+    def trace_steps(self, run_id: str, phase: str = "train") -> list[int]:
+        rows = self.db.execute(
+            "SELECT DISTINCT step FROM traces WHERE run_id=? AND phase=? ORDER BY step",
+            (run_id, phase),
+        )
+        return [r[0] for r in rows]
+
+    def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT step, path, t FROM checkpoints WHERE run_id=? ORDER BY step", (run_id,)
+        )
+        return [dict(r) for r in rows]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def fts_query(text: str) -> str:
+    """User text as an FTS5 query: each word quoted (so '-', ':' and quotes are literal)."""
+    words = [w.replace('"', '""') for w in text.split()]
+    return " ".join(f'"{w}"' for w in words) or '""'
