@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup demo test lint format bench
+.PHONY: setup demo reward-check test lint format bench
 
 setup: $(VENV)/.installed
 
@@ -17,6 +17,9 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
+	$(VENV)/bin/posttrain demo
+
+reward-check: setup
 	$(VENV)/bin/posttrain reward check rhyme_relevance --data examples/rhyme_qa.jsonl --honest-column verse
 
 test: setup
@@ -32,3 +35,4 @@ format: setup
 
 bench: setup
 	$(PY) bench/rewards.py
+	$(PY) bench/smoke.py

@@ -7,18 +7,15 @@ Every command prints a table for people, or JSON with --json. Errors go to stder
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from posttrain.errors import ConfigError, NotFoundError, PosttrainError, RewardError
-
-EXIT_USAGE, EXIT_NOT_FOUND, EXIT_BACKEND = 2, 3, 5
+from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.cli_runs import register
+from posttrain.errors import ConfigError
 
 app = typer.Typer(
     help="Post-train Qwen models (GRPO, SFT with LoRA) carefully: check, smoke, launch, evaluate.",
@@ -29,37 +26,10 @@ reward_app = typer.Typer(
     help="Rewards: list them, and probe one for exploits before training.", no_args_is_help=True
 )
 app.add_typer(reward_app, name="reward")
-
-console = Console()
-T = TypeVar("T")
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for agents.")]
-
-
-def fail(message: str, hint: str, code: int) -> None:
-    """Print the error as JSON on stderr and exit with its stable code."""
-    print(json.dumps({"error": message, "hint": hint, "code": code}), file=sys.stderr)
-    raise typer.Exit(code)
-
-
-def guarded(fn: Callable[[], T]) -> T:
-    """Run a command body, turning project errors into JSON errors with exit codes."""
-    try:
-        return fn()
-    except NotFoundError as exc:
-        fail(str(exc), "check the name or path", EXIT_NOT_FOUND)
-    except (ConfigError, RewardError) as exc:
-        fail(str(exc), "fix the input named in the error and run again", EXIT_USAGE)
-    except PosttrainError as exc:
-        fail(str(exc), "see the error; the backend could not do it", EXIT_BACKEND)
-    raise AssertionError("unreachable")
-
-
-def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
-    if as_json:
-        print(json.dumps(data, indent=2, default=str))
-    else:
-        render(data)
+run_app = typer.Typer(
+    help="Runs: start, list, inspect, follow and cancel them.", no_args_is_help=True
+)
+app.add_typer(run_app, name="run")
 
 
 def parse_params(pairs: list[str] | None) -> dict[str, Any]:
@@ -162,6 +132,9 @@ def _render_probe_report(report: dict[str, Any]) -> None:
         console.print(f"[yellow]note:[/yellow] {n}")
     if not report["flagged"] and not report["warnings"]:
         console.print("[green]No probe scores as high as the honest answers.[/green]")
+
+
+register(app, run_app)
 
 
 def main() -> None:

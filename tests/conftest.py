@@ -19,3 +19,36 @@ EXAMPLES = ROOT / "examples" / "rhyme_qa.jsonl"
 def qa_rows() -> list[dict]:
     """The bundled question/reference/verse rows."""
     return [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A private POSTTRAIN_HOME for one test (runs, index)."""
+    monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def wait_for(predicate, timeout_s: float, every_s: float = 0.5):
+    """Poll until predicate() returns a truthy value; fail after timeout_s (no bare sleeps)."""
+    import time
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def kill_leftover_runs(home_dir: Path) -> None:
+    """Kill the process groups of runs a failed test left behind, so they cannot slow the
+    tests after it (each supervisor leads its own group)."""
+    import contextlib
+    import signal
+
+    for process in (home_dir / "runs").glob("*/process.json"):
+        pid = json.loads(process.read_text()).get("supervisor_pid")
+        if pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)

@@ -1,0 +1,46 @@
+"""What every command shares: the console, JSON output, and errors with stable exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from posttrain.errors import ConfigError, NotFoundError, PosttrainError, RewardError
+
+EXIT_USAGE, EXIT_NOT_FOUND, EXIT_BACKEND = 2, 3, 5
+
+console = Console()
+T = TypeVar("T")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for agents.")]
+
+
+def fail(message: str, hint: str, code: int) -> None:
+    """Print the error as JSON on stderr and exit with its stable code."""
+    print(json.dumps({"error": message, "hint": hint, "code": code}), file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body, turning project errors into JSON errors with exit codes."""
+    try:
+        return fn()
+    except NotFoundError as exc:
+        fail(str(exc), "check the name or path", EXIT_NOT_FOUND)
+    except (ConfigError, RewardError) as exc:
+        fail(str(exc), "fix the input named in the error and run again", EXIT_USAGE)
+    except PosttrainError as exc:
+        fail(str(exc), "see the error; the backend could not do it", EXIT_BACKEND)
+    raise AssertionError("unreachable")
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        render(data)

@@ -1,0 +1,317 @@
+"""`posttrain run ...` and `posttrain demo`: runs for humans and shell-driven agents."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.errors import ConfigError
+from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.termplot import chart, sparkline
+
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    match = DURATION.match(text.strip())
+    if not match:
+        raise ConfigError(f"--since '{text}': use a number and a unit, e.g. 90s, 15m, 2h, 3d")
+    return float(match.group(1)) * UNIT_S[match.group(2)]
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def register(app: typer.Typer, run_app: typer.Typer) -> None:
+    from posttrain.tools import runs as tools
+
+    @run_app.command("start")
+    def run_start(
+        spec: Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")],
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Start a run and return its id at once; follow it with `run get` / `run logs`."""
+        result = guarded(lambda: tools.start_run(spec))
+        emit(
+            result.model_dump(mode="json"),
+            as_json,
+            lambda r: console.print(
+                f"started [bold]{r['run_id']}[/bold] on {r['backend']}; "
+                f"follow it: posttrain run logs {r['run_id']} --follow"
+            ),
+        )
+
+    @run_app.command("list")
+    def run_list(
+        status: Annotated[
+            str | None,
+            typer.Option(help="queued, running, stalled, succeeded, failed or cancelled."),
+        ] = None,
+        since: Annotated[str | None, typer.Option(help="Created within, e.g. 2h, 30m.")] = None,
+        limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """List runs, newest first."""
+        runs = guarded(lambda: tools.list_runs(status, parse_duration(since), limit))
+
+        def render(rows: list[dict[str, Any]]) -> None:
+            table = Table("run", "status", "model", "kind", "step", "reward", "best", "age")
+            for r in rows:
+                table.add_row(
+                    r["run_id"],
+                    r["status"],
+                    r["model"] or "-",
+                    r["kind"] or "-",
+                    f"{r['step']}/{r['total_steps'] or '?'}",
+                    _fmt(r["reward"]),
+                    _fmt(r["best_reward"]),
+                    _ago(r["age_s"]),
+                )
+            console.print(table if rows else "no runs")
+
+        emit([r.model_dump(mode="json") for r in runs], as_json, render)
+
+    @run_app.command("get")
+    def run_get(
+        run_id: str,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-step metrics.")] = False,
+        plot: Annotated[bool, typer.Option(help="Draw the reward curve.")] = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Status, progress, reward trend, cause of failure and checkpoints of one run."""
+        detail = guarded(lambda: tools.get_run(run_id, verbose=verbose or plot))
+
+        def render(d: dict[str, Any]) -> None:
+            console.print(
+                f"[bold]{d['run_id']}[/bold] {d['status']} (stage {d['stage']}), "
+                f"{d['kind']} on {d['model']}, step {d['step']}/{d['total_steps']}"
+                f"{' [warmstart]' if d['phase'] == 'warmstart' else ''}"
+            )
+            t = d["trend"]
+            console.print(
+                f"reward now {_fmt(d['reward'])}, best {_fmt(d['best_reward'])}; "
+                f"first {t['window']} steps {_fmt(t['first_mean'])} -> last "
+                f"{t['window']} {_fmt(t['last_mean'])}; elapsed "
+                f"{_ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}"
+            )
+            if d["stalled"]:
+                console.print("[bold red]stalled:[/bold red] no event for a while")
+            if d["cause"]:
+                console.print(f"[bold red]cause:[/bold red] {d['cause']}")
+            if d["components"]:
+                console.print(
+                    "components: " + ", ".join(f"{k} {v:.3f}" for k, v in d["components"].items())
+                )
+            if d["metrics"] and plot:
+                rewards = [m.get("reward") for m in d["metrics"]]
+                console.print(chart(rewards, label="reward per step"))
+            elif d["metrics"]:
+                for m in d["metrics"]:
+                    console.print(json.dumps(m))
+
+        emit(detail.model_dump(mode="json"), as_json, render)
+
+    @run_app.command("logs")
+    def run_logs(
+        run_id: str,
+        tail: Annotated[int, typer.Option(min=1, max=2000)] = 50,
+        search: Annotated[str | None, typer.Option(help="Full-text search.")] = None,
+        follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """The run's log lines: the last N, a search, or follow until it ends."""
+        page = guarded(lambda: tools.tail_logs(run_id, tail=tail, search=search))
+
+        def print_lines(p: Any) -> None:
+            for line in p.lines:
+                if as_json:
+                    print(line.model_dump_json())
+                else:
+                    console.print(
+                        f"[dim]{time.strftime('%H:%M:%S', time.localtime(line.t))}"
+                        f"[/dim] {line.level:7} {line.message}",
+                        highlight=False,
+                    )
+
+        if not follow:
+            emit(
+                page.model_dump(mode="json"),
+                as_json,
+                lambda _: print_lines(page) if page.lines else console.print("no log lines"),
+            )
+            return
+        print_lines(page)
+        cursor = page.cursor
+        while page.status not in FINAL_STATUSES:
+            page = guarded(
+                lambda c=cursor: tools.tail_logs(
+                    run_id, tail=500, after=c, follow_s=5, search=search
+                )
+            )
+            print_lines(page)
+            cursor = page.cursor
+
+    @run_app.command("trace")
+    def run_trace(
+        run_id: str,
+        step: Annotated[str, typer.Option(help="first, last, 1,4-9 ...")] = "first,last",
+        n: Annotated[int, typer.Option(min=1, max=64)] = 4,
+        order: Annotated[str, typer.Option(help="best, worst or random")] = "best",
+        phase: Annotated[str, typer.Option(help="train or warmstart")] = "train",
+        out: Annotated[Path | None, typer.Option(help="Write step_NNNN.jsonl files here.")] = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Sampled completions of chosen steps with their reward components."""
+        page = guarded(lambda: tools.sample_traces(run_id, step, n, order, phase))  # type: ignore[arg-type]
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            for s, rows in page.steps.items():
+                (out / f"step_{s:04d}.jsonl").write_text(
+                    "".join(r.model_dump_json() + "\n" for r in rows), encoding="utf-8"
+                )
+
+        def render(p: dict[str, Any]) -> None:
+            for s, rows in p["steps"].items():
+                console.rule(f"step {s} ({order} {len(rows)})")
+                for r in rows:
+                    comps = ", ".join(f"{k} {v:.2f}" for k, v in r["components"].items())
+                    console.print(f"[bold]reward {_fmt(r['reward'])}[/bold]  {comps}")
+                    console.print(f"[dim]prompt:[/dim] {r['prompt']}")
+                    console.print(r["completion"], highlight=False)
+                    console.print()
+            if out is not None:
+                console.print(f"wrote {len(p['steps'])} file(s) to {out}")
+
+        emit(page.model_dump(mode="json"), as_json, render)
+
+    @run_app.command("cancel")
+    def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
+        """Stop a run (after its current step; killed if it does not stop in 20 s)."""
+        result = guarded(lambda: tools.cancel_run(run_id))
+        emit(
+            result.model_dump(mode="json"),
+            as_json,
+            lambda r: console.print(
+                f"{r['run_id']}: {'stopped' if r['stopped'] else 'NOT stopped'} "
+                f"({r['how']}); status {r['status']}"
+            ),
+        )
+
+    @app.command("demo")
+    def demo(
+        steps: Annotated[int, typer.Option(min=1, help="GRPO steps.")] = 300,
+        warmstart_steps: Annotated[int, typer.Option(min=1, help="SFT warm-start steps.")] = 250,
+        seed: int = 0,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (~3 min)."""
+        from posttrain.demo import demo_spec
+
+        started = guarded(lambda: tools.start_run(demo_spec(steps, warmstart_steps, seed)))
+        run_id = started.run_id
+        if not as_json:
+            console.print(
+                f"demo run [bold]{run_id}[/bold]: tiny Qwen3-shaped model, SFT "
+                f"warm-start then GRPO with rhyme_relevance (Ctrl-C cancels it)"
+            )
+        try:
+            detail = _follow(tools, run_id, quiet=as_json)
+        except KeyboardInterrupt:
+            console.print("cancelling the demo run...")
+            tools.cancel_run(run_id)
+            raise typer.Exit(130) from None
+        if as_json:
+            print(detail.model_dump_json(indent=2))
+        else:
+            _demo_summary(tools, detail)
+        if detail.status != "succeeded":
+            raise typer.Exit(5)
+
+
+def _follow(tools: Any, run_id: str, quiet: bool) -> Any:
+    """Poll the run, with progress bars for the warm-start and GRPO, until it ends."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    ) as progress:
+        tasks: dict[str, Any] = {}
+        while True:
+            d = tools.get_run(run_id)
+            phase = d.phase or "preparing"
+            total = d.warmstart_steps if phase == "warmstart" else d.total_steps
+            if phase not in tasks and d.phase:
+                for other in tasks.values():
+                    done = progress.tasks[other].total
+                    progress.update(other, completed=done, info=f"step {done}/{done}")
+                label = "SFT warm-start" if phase == "warmstart" else "GRPO"
+                tasks[phase] = progress.add_task(label, total=total, info="")
+            if phase in tasks:
+                info = f"step {d.step}/{total}"
+                if phase == "train" and d.reward is not None:
+                    info += f"  reward {d.reward:.3f}  rhyme {d.components.get('rhyme', 0):.2f}"
+                progress.update(tasks[phase], completed=d.step, info=info)
+            if d.status in FINAL_STATUSES:
+                return d
+            time.sleep(1.0)
+
+
+def _demo_summary(tools: Any, d: Any) -> None:
+    console.rule(f"{d.run_id}: {d.status}")
+    if d.cause:
+        console.print(f"[bold red]cause:[/bold red] {d.cause}")
+    full = tools.get_run(d.run_id, verbose=True)
+    metrics = full.metrics or []
+    rewards = [m.get("reward") for m in metrics]
+    rhymes = [(m.get("components") or {}).get("rhyme") for m in metrics]
+    if rewards:
+        console.print(chart(rewards, label="reward per GRPO step"))
+        console.print(f"rhyme component: {sparkline(rhymes)}")
+        w = min(10, len(metrics))
+        first = [r for r in rhymes[:w] if r is not None]
+        last = [r for r in rhymes[-w:] if r is not None]
+        if first and last:
+            console.print(
+                f"mean rhyme reward: first {w} steps {sum(first) / len(first):.3f} -> "
+                f"last {w} steps {sum(last) / len(last):.3f}"
+            )
+    try:
+        page = tools.sample_traces(d.run_id, "first,last", n=3, order="best")
+    except Exception:  # a run that failed before any trace has nothing to show
+        page = None
+    if page:
+        for step, rows in page.steps.items():
+            console.rule(f"best samples at step {step}")
+            for r in rows:
+                console.print(
+                    f"[bold]{_fmt(r.reward)}[/bold] rhyme {r.components.get('rhyme', 0):.2f}"
+                )
+                console.print(r.completion, highlight=False)
+    console.print(
+        f"\ninspect: posttrain run get {d.run_id} --plot | posttrain run trace "
+        f"{d.run_id} --step last | posttrain run logs {d.run_id}"
+    )

@@ -1,0 +1,71 @@
+"""What every tool call shares: the index, the backends, and keeping both current.
+
+`Context.refresh()` ingests new events and reconciles runs whose processes died without a
+result, so a status read after a crash, a restart or a SIGKILL tells the truth.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import NotFoundError
+from posttrain.runs.layout import FINAL_STATUSES, check_run_id, home, runs_root
+from posttrain.runs.local import LocalBackend
+from posttrain.runs.store import Store
+
+STALL_AFTER_S = float(os.environ.get("POSTTRAIN_STALL_S", "180"))  # no event for this long
+
+
+@dataclass
+class Context:
+    root: Path = field(default_factory=runs_root)
+    store: Store | None = None
+    backends: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.store is None:
+            self.store = Store(home() / "index.sqlite", root=self.root)
+        self.backends.setdefault("local", LocalBackend(self.root))
+
+    @property
+    def index(self) -> Store:
+        assert self.store is not None
+        return self.store
+
+    def refresh(self, run_id: str | None = None) -> None:
+        """Ingest new events; give dead runs their result; then ingest that too."""
+        ids = [run_id] if run_id else None
+        self.index.sync(ids)
+        rows = [self.index.get(run_id)] if run_id else self.index.list_runs(limit=10_000)
+        for row in rows:
+            if not row or row["status"] in FINAL_STATUSES:
+                continue
+            backend = self.backends.get(row["backend"] or "local")
+            if backend is not None and backend.reconcile(Path(row["run_dir"])):
+                self.index.ingest(Path(row["run_dir"]), final=True)
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run's index row after a refresh, or NotFoundError."""
+        check_run_id(run_id)
+        if not (self.root / run_id).is_dir():
+            raise NotFoundError(f"no run '{run_id}'; list runs with `posttrain run list`")
+        self.refresh(run_id)
+        row = self.index.get(run_id)
+        if row is None:
+            raise NotFoundError(f"no run '{run_id}'; list runs with `posttrain run list`")
+        return row
+
+    def backend(self, name: str) -> Any:
+        return self.backends[name]
+
+
+def is_stalled(row: dict[str, Any], now: float | None = None) -> bool:
+    """Running, but silent for longer than STALL_AFTER_S (heartbeats come every 10 s)."""
+    if row["status"] != "running" or not row.get("last_event_at"):
+        return False
+    return (now or time.time()) - row["last_event_at"] > STALL_AFTER_S

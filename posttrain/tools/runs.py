@@ -1,0 +1,336 @@
+"""The run verbs: start, list, get, logs, traces, cancel. The CLI and the MCP server both call
+these, so the two never disagree. Inputs are plain values; outputs are pydantic models."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from posttrain.errors import ConfigError, NotFoundError
+from posttrain.runs.layout import FINAL_STATUSES, home
+from posttrain.spec import RunSpec, load_spec
+from posttrain.tools.context import Context, is_stalled
+
+MAX_LOG_LINES = 2000
+MAX_TRACE_SAMPLES = 64
+MAX_FOLLOW_S = 60.0
+TREND_WINDOW = 10
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    name: str | None = None
+    status: str = Field(description="queued, running, stalled, succeeded, failed or cancelled")
+    stage: str | None = None
+    model: str | None = None
+    kind: str | None = None
+    backend: str | None = None
+    step: int = 0
+    total_steps: int | None = None
+    reward: float | None = Field(None, description="Mean reward of the latest training step.")
+    best_reward: float | None = None
+    created_at: float | None = None
+    age_s: float | None = None
+    cost_usd: float = 0.0
+
+
+class Trend(BaseModel):
+    first_mean: float | None = Field(None, description="Mean reward over the first steps.")
+    last_mean: float | None = Field(None, description="Mean reward over the last steps.")
+    window: int = TREND_WINDOW
+    delta: float | None = None
+
+
+class RunDetail(RunSummary):
+    phase: str | None = Field(None, description="warmstart or train: what `step` counts.")
+    warmstart_steps: int | None = None
+    spec_id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    elapsed_s: float | None = None
+    stalled: bool = False
+    cause: str | None = Field(None, description="Why the run failed or was cancelled.")
+    trend: Trend = Field(default_factory=Trend)
+    components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
+    checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+    run_dir: str | None = None
+    torn_lines: int = 0
+    metrics: list[dict[str, Any]] | None = Field(None, description="Per-step metrics (verbose).")
+
+
+class LogLine(BaseModel):
+    pos: int = Field(description="Cursor: pass as `after` to read only newer lines.")
+    t: float | None
+    level: str
+    message: str
+
+
+class LogPage(BaseModel):
+    run_id: str
+    lines: list[LogLine]
+    cursor: int | None = Field(None, description="The last line's pos; None if no lines.")
+    status: str
+
+
+class TraceRow(BaseModel):
+    step: int
+    idx: int
+    group: int | None = None
+    prompt: str | None
+    completion: str | None
+    reward: float | None
+    components: dict[str, float] = Field(default_factory=dict)
+    reference: str | None = None
+
+
+class TracePage(BaseModel):
+    run_id: str
+    phase: str
+    available_steps: list[int]
+    steps: dict[int, list[TraceRow]]
+
+
+class StartResult(BaseModel):
+    run_id: str
+    spec_id: str
+    backend: str
+    status: str
+    run_dir: str
+
+
+class CancelResult(BaseModel):
+    run_id: str
+    stopped: bool
+    how: str
+    status: str
+
+
+def _status(row: dict[str, Any]) -> str:
+    return "stalled" if is_stalled(row) else row["status"]
+
+
+def _summary_fields(row: dict[str, Any], now: float) -> dict[str, Any]:
+    return {
+        "run_id": row["run_id"],
+        "name": row["name"],
+        "status": _status(row),
+        "stage": row["stage"],
+        "model": row["model"],
+        "kind": row["kind"],
+        "backend": row["backend"],
+        "step": row["step"] or 0,
+        "total_steps": row["total_steps"],
+        "reward": row["reward"],
+        "best_reward": row["best_reward"],
+        "created_at": row["created_at"],
+        "age_s": round(now - row["created_at"], 1) if row["created_at"] else None,
+        "cost_usd": 0.0,
+    }
+
+
+def start_run(
+    spec: RunSpec | dict[str, Any] | str | Path, ctx: Context | None = None, **meta: Any
+) -> StartResult:
+    """Start a run on its backend and return at once with its id."""
+    ctx = ctx or Context()
+    spec = load_spec(spec)
+    backend = spec.compute.backend
+    if backend not in ctx.backends:
+        raise ConfigError(
+            f"compute.backend '{backend}' is not available here; use backend 'local' for a free "
+            f"run on this machine"
+        )
+    run_id = ctx.backend(backend).start(spec, **meta)
+    ctx.index.sync([run_id])
+    return StartResult(
+        run_id=run_id,
+        spec_id=spec.spec_id,
+        backend=backend,
+        status="queued",
+        run_dir=str(ctx.root / run_id),
+    )
+
+
+def list_runs(
+    status: str | None = None,
+    since_s: float | None = None,
+    limit: int = 50,
+    ctx: Context | None = None,
+) -> list[RunSummary]:
+    """Runs, newest first; `since_s`: only runs created in the last that many seconds."""
+    ctx = ctx or Context()
+    ctx.refresh()
+    now = time.time()
+    since = now - since_s if since_s else None
+    want_stalled = status == "stalled"
+    rows = ctx.index.list_runs(
+        "running" if want_stalled else status, since, limit=max(1, min(limit, 1000))
+    )
+    runs = [RunSummary(**_summary_fields(r, now)) for r in rows]
+    return [r for r in runs if r.status == "stalled"] if want_stalled else runs
+
+
+def trend(rewards: list[float], window: int = TREND_WINDOW) -> Trend:
+    if not rewards:
+        return Trend()
+    w = min(window, max(1, len(rewards) // 2)) if len(rewards) > 1 else 1
+    first, last = statistics.fmean(rewards[:w]), statistics.fmean(rewards[-w:])
+    return Trend(first_mean=first, last_mean=last, window=w, delta=last - first)
+
+
+def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> RunDetail:
+    """Status, progress, reward trend, cause of failure, checkpoints; metrics when verbose."""
+    ctx = ctx or Context()
+    row = ctx.run(run_id)
+    now = time.time()
+    metrics = ctx.index.metrics(run_id, phase="train")
+    rewards = [m["reward"] for m in metrics if isinstance(m.get("reward"), int | float)]
+    start = row["started_at"] or row["created_at"]
+    end = row["ended_at"] if row["status"] in FINAL_STATUSES else now
+    return RunDetail(
+        **_summary_fields(row, now),
+        phase=row["phase"],
+        warmstart_steps=row["warmstart_steps"],
+        spec_id=row["spec_id"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        elapsed_s=round(end - start, 1) if start and end else None,
+        stalled=is_stalled(row, now),
+        cause=row["cause"],
+        trend=trend(rewards),
+        components=(metrics[-1].get("components") or {}) if metrics else {},
+        checkpoints=ctx.index.checkpoints(run_id),
+        run_dir=row["run_dir"],
+        torn_lines=row["torn_lines"],
+        metrics=metrics if verbose else None,
+    )
+
+
+def tail_logs(
+    run_id: str,
+    tail: int = 50,
+    after: int | None = None,
+    search: str | None = None,
+    follow_s: float = 0.0,
+    ctx: Context | None = None,
+) -> LogPage:
+    """The last `tail` lines, or the lines after a cursor; `follow_s` waits (bounded) for new
+    ones when there are none yet."""
+    ctx = ctx or Context()
+    row = ctx.run(run_id)
+    tail = max(1, min(int(tail), MAX_LOG_LINES))
+    follow_s = max(0.0, min(float(follow_s), MAX_FOLLOW_S))
+    deadline = time.time() + follow_s
+    while True:
+        if after is None:
+            lines = ctx.index.logs(run_id, tail=tail, search=search)
+        else:
+            lines = ctx.index.logs(run_id, after=after, search=search, limit=tail)
+        if lines or time.time() >= deadline or row["status"] in FINAL_STATUSES:
+            break
+        time.sleep(0.5)
+        row = ctx.run(run_id)
+    return LogPage(
+        run_id=run_id,
+        lines=[LogLine(**line) for line in lines],
+        cursor=lines[-1]["pos"] if lines else after,
+        status=_status(row),
+    )
+
+
+def parse_steps(text: str | list[int] | None, available: list[int]) -> list[int]:
+    """'first', 'last', 'first,last', '1,4-9' or a list -> steps that have traces."""
+    if not available:
+        return []
+    if text is None or text == "":
+        text = "first,last"
+    if isinstance(text, list):
+        wanted = [int(s) for s in text]
+    else:
+        wanted = []
+        for part in str(text).split(","):
+            part = part.strip().lower()
+            if part == "first":
+                wanted.append(available[0])
+            elif part == "last":
+                wanted.append(available[-1])
+            elif re.fullmatch(r"\d+-\d+", part):
+                lo, hi = map(int, part.split("-"))
+                wanted += [s for s in available if lo <= s <= hi]
+            elif part.isdigit():
+                wanted.append(int(part))
+            else:
+                raise ConfigError(
+                    f"steps '{text}': use first, last, numbers and ranges, e.g. 'first,last' "
+                    f"or '1,4-9'"
+                )
+    missing = [s for s in wanted if s not in available]
+    if missing and not any(s in available for s in wanted):
+        raise NotFoundError(f"no traces at step(s) {missing}; steps with traces: {available[:50]}")
+    return sorted(dict.fromkeys(s for s in wanted if s in available))
+
+
+def sample_traces(
+    run_id: str,
+    steps: str | list[int] | None = "first,last",
+    n: int = 4,
+    order: Literal["best", "worst", "random"] = "best",
+    phase: str = "train",
+    seed: int = 0,
+    ctx: Context | None = None,
+) -> TracePage:
+    """Completions side by side with their reward components, `n` per chosen step."""
+    ctx = ctx or Context()
+    ctx.run(run_id)
+    if order not in ("best", "worst", "random"):
+        raise ConfigError(f"order '{order}': use best, worst or random")
+    n = max(1, min(int(n), MAX_TRACE_SAMPLES))
+    available = ctx.index.trace_steps(run_id, phase)
+    chosen = parse_steps(steps, available)
+    rows = ctx.index.traces(run_id, chosen, phase)
+    out: dict[int, list[TraceRow]] = {}
+    rng = random.Random(seed)
+    for step in chosen:
+        at = [r for r in rows if r["step"] == step]
+        if order == "random":
+            rng.shuffle(at)
+        else:
+            at.sort(
+                key=lambda r: r["reward"] if r["reward"] is not None else float("-inf"),
+                reverse=order == "best",
+            )
+        out[step] = [TraceRow(**{**r, "group": r["grp"]}) for r in at[:n]]
+    return TracePage(run_id=run_id, phase=phase, available_steps=available, steps=out)
+
+
+def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -> CancelResult:
+    """Stop a run and report whether it really stopped."""
+    ctx = ctx or Context()
+    row = ctx.run(run_id)
+    if row["status"] in FINAL_STATUSES:
+        return CancelResult(
+            run_id=run_id, stopped=True, how=f"already {row['status']}", status=row["status"]
+        )
+    result = ctx.backend(row["backend"] or "local").cancel(Path(row["run_dir"]), grace_s=grace_s)
+    ctx.index.ingest(Path(row["run_dir"]), final=True)
+    row = ctx.run(run_id)
+    return CancelResult(
+        run_id=run_id, stopped=result["stopped"], how=result["how"], status=_status(row)
+    )
+
+
+def runs_home() -> str:
+    return str(home())
+
+
+def dumps(model: BaseModel | list[BaseModel]) -> str:
+    if isinstance(model, list):
+        return json.dumps([m.model_dump(mode="json") for m in model], indent=2)
+    return model.model_dump_json(indent=2)

@@ -1,0 +1,97 @@
+"""The run commands as a person or a shell-driven agent uses them: real processes, JSON out."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def cli(*args, home, check=True):
+    env = {**os.environ, "POSTTRAIN_HOME": str(home)}
+    out = subprocess.run(
+        [sys.executable, "-m", "posttrain.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and out.returncode != 0:
+        raise AssertionError(f"exit {out.returncode}: {out.stderr}")
+    return out
+
+
+def test_a_run_started_by_the_cli_outlives_it_and_reads_back_as_json(tmp_path):
+    home = tmp_path / "home"
+    spec = tmp_path / "smoke.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": {
+                    "builtin": "rhyme-gym",
+                    "n_rows": 100,
+                    "system_prompt": "answer in rhyme",
+                },
+                "reward": "rhyme",
+                "algorithm": {
+                    "steps": 3,
+                    "lora": None,
+                    "learning_rate": 5e-4,
+                    "max_completion_length": 24,
+                    "save_every": 0,
+                    "traces": {"every": 0, "samples": 2},
+                },
+            }
+        )
+    )
+    started = json.loads(cli("run", "start", str(spec), "--json", home=home).stdout)
+    run_id = started["run_id"]  # the CLI process has exited; the run goes on without it
+
+    def done():
+        got = json.loads(cli("run", "get", run_id, "--json", home=home).stdout)
+        return got if got["status"] in ("succeeded", "failed", "cancelled") else None
+
+    got = wait_for(done, timeout_s=180, every_s=1)
+    assert got["status"] == "succeeded" and got["step"] == 3
+    listed = json.loads(cli("run", "list", "--since", "1h", "--json", home=home).stdout)
+    assert [r["run_id"] for r in listed] == [run_id]
+    logs = json.loads(cli("run", "logs", run_id, "--tail", "3", "--json", home=home).stdout)
+    assert logs["lines"][-1]["message"] == "run succeeded"
+    found = json.loads(
+        cli("run", "logs", run_id, "--search", "training rows", "--json", home=home).stdout
+    )
+    assert len(found["lines"]) == 1
+    trace = json.loads(
+        cli(
+            "run",
+            "trace",
+            run_id,
+            "--step",
+            "1-3",
+            "--out",
+            str(tmp_path / "traces"),
+            "--json",
+            home=home,
+        ).stdout
+    )
+    assert sorted(trace["steps"]) == ["1", "3"]
+    assert (tmp_path / "traces" / "step_0003.jsonl").read_text().count("\n") == 2
+    plot = cli("run", "get", run_id, "--plot", home=home).stdout
+    assert "reward per step" in plot
+
+
+def test_errors_have_stable_exit_codes_and_json_on_stderr(tmp_path):
+    home = tmp_path / "home"
+    missing = cli("run", "get", "run-000000-000000-0000", home=home, check=False)
+    assert missing.returncode == 3 and "no run" in json.loads(missing.stderr)["error"]
+    invalid = cli("run", "get", "../../etc/passwd", home=home, check=False)
+    assert invalid.returncode == 2 and "not valid" in json.loads(invalid.stderr)["error"]
+    (tmp_path / "bad.yaml").write_text("algorithm: {lr: 0.1}\n")
+    bad = cli("run", "start", str(tmp_path / "bad.yaml"), home=home, check=False)
+    assert bad.returncode == 2 and "did you mean 'learning_rate'" in bad.stderr
