@@ -122,7 +122,7 @@ def in_holdout(key: str, share: float, seed: int) -> bool:
 
 def render_prompt(row: dict[str, Any], ds: DatasetSpec) -> str:
     try:
-        return ds.prompt_template.format_map(row)
+        return ds.template.format_map(row)
     except KeyError as exc:
         raise ConfigError(
             f"dataset.prompt_template uses column {exc} which the rows lack; columns: "
@@ -135,22 +135,43 @@ def prompt_messages(text: str, ds: DatasetSpec) -> list[dict[str, str]]:
     return [*system, {"role": "user", "content": text}]
 
 
+def check_columns(
+    ds: DatasetSpec, rows: list[dict[str, Any]], kind: str, extra: tuple[str, ...] = ()
+) -> list[str]:
+    """The rows' columns, after checking every column the spec (and reward) uses is there."""
+    columns = sorted({k for r in rows[:100] for k in r})
+    needed = ds.columns_used() + list(extra)
+    if kind == "sft" and not ds.messages_column and ds.target_column:
+        needed.append(ds.target_column)
+    for column in dict.fromkeys(needed):
+        if column not in columns:
+            raise ConfigError(
+                f"dataset column '{column}' is missing (the rows have: {columns}); point the "
+                f"spec at columns the data has (dataset.prompt_template, reference_column, "
+                f"response_column) or fix the data"
+            )
+    return columns
+
+
+def peek_rows(ds: DatasetSpec, n: int = 5) -> list[dict[str, Any]] | None:
+    """A few raw rows, read cheaply on the launching machine; None for hub datasets (they are
+    read where the trainer runs)."""
+    if ds.builtin == "rhyme-gym":
+        from posttrain import gym
+
+        return gym.rows(n)
+    if ds.path:
+        return read_rows(ds.path, limit=n)
+    return None
+
+
 def prepare(ds: DatasetSpec, kind: str) -> Prepared:
     """Filter, cap, split and shape rows for GRPO ("prompt" as messages, columns kept for the
     reward) or SFT (conversational prompt/completion, tools kept)."""
     rows = source_rows(ds)
     if not rows:
         raise ConfigError("the dataset has no rows")
-    columns = sorted({k for r in rows[:100] for k in r})
-    needed = [c for c in (ds.reference_column,) if c]
-    if kind == "sft" and not ds.messages_column:
-        needed.append(ds.target_column or "")
-    for column in [*needed, ds.messages_column, ds.tools_column]:
-        if column and column not in rows[0]:
-            raise ConfigError(
-                f"dataset column '{column}' is missing (columns: {columns}); set the dataset's "
-                f"column names (reference_column, response_column, ...) to ones it has"
-            )
+    columns = check_columns(ds, rows, kind)
     kept = [r for r in rows if all(f.keep(r) for f in ds.filters)]
     dropped = len(rows) - len(kept)
     if not kept:

@@ -114,7 +114,7 @@ class DatasetSpec(Strict):
     path: str | None = Field(None, description="A local .jsonl/.json/.parquet/.csv file.")
     hf_repo: str | None = Field(None, description="A Hugging Face dataset repo id.")
     hf_split: str = "train"
-    prompt_column: str = "prompt"
+    prompt_column: str = Field("prompt", description="The prompt, when no template is given.")
     reference_column: str | None = Field(
         "reference", description="The reference answer the reward compares with (None: none)."
     )
@@ -124,8 +124,8 @@ class DatasetSpec(Strict):
     )
     tools_column: str | None = Field(None, description="Tool schemas passed to the template.")
     system_prompt: str | None = None
-    prompt_template: str = Field(
-        "{prompt}", description="Python format string over the row's columns."
+    prompt_template: str | None = Field(
+        None, description="Python format string over the row's columns; None: '{prompt_column}'."
     )
     filters: list[RowFilter] = Field(default_factory=list)
     n_rows: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
@@ -142,12 +142,28 @@ class DatasetSpec(Strict):
             )
         if self.path and not Path(self.path).expanduser().is_file():
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
-        fields = set(re.findall(r"{(\w+)", self.prompt_template))
-        if not fields and not self.messages_column:
+        if not re.findall(r"{(\w+)", self.template) and not self.messages_column:
             raise ValueError(
                 "prompt_template uses no column; write e.g. '{prompt}' or '{instruction}'"
             )
         return self
+
+    @property
+    def template(self) -> str:
+        return self.prompt_template or "{" + self.prompt_column + "}"
+
+    def columns_used(self) -> list[str]:
+        """Every column the rows must have: the template's, the reference, the target."""
+        used = [] if self.messages_column else re.findall(r"{(\w+)", self.template)
+        for column in (
+            self.reference_column,
+            self.response_column,
+            self.messages_column,
+            self.tools_column,
+        ):
+            if column:
+                used.append(column)
+        return list(dict.fromkeys(used))
 
     @property
     def target_column(self) -> str | None:

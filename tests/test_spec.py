@@ -66,3 +66,24 @@ def test_a_missing_or_malformed_spec_file_is_a_clear_error(tmp_path):
     (tmp_path / "bad.yaml").write_text("model: [unclosed")
     with pytest.raises(ConfigError, match="is not valid yaml"):
         load_spec(tmp_path / "bad.yaml")
+
+
+def test_a_missing_dataset_column_is_refused_before_anything_starts(tmp_path, home):
+    from posttrain.tools.runs import start_run
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text('{"question": "why?", "answer": "because"}\n')
+    spec = {
+        "dataset": {
+            "path": str(data),
+            "prompt_template": "{question}",
+            "reference_column": "reference",
+        }
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"dataset column 'reference' is missing .* \['answer', "
+        r"'question'\]",
+    ):
+        start_run(spec)
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())

@@ -147,6 +147,7 @@ def start_run(
             f"compute.backend '{backend}' is not available here; use backend 'local' for a free "
             f"run on this machine"
         )
+    check_data(spec)
     run_id = ctx.backend(backend).start(spec, **meta)
     ctx.index.sync([run_id])
     return StartResult(
@@ -156,6 +157,22 @@ def start_run(
         status="queued",
         run_dir=str(ctx.root / run_id),
     )
+
+
+def check_data(spec: RunSpec) -> None:
+    """Before anything starts: the data exists and has every column the spec and reward use."""
+    from posttrain.dataset import check_columns, peek_rows
+    from posttrain.rewards.registry import get_reward
+
+    rows = peek_rows(spec.dataset)
+    if rows is None:
+        return
+    if not rows:
+        raise ConfigError(f"dataset {spec.dataset.path or spec.dataset.builtin} has no rows")
+    reward = get_reward(spec.reward.name, spec.reward.params)
+    # The trainer copies the reference column to "reference" for the built-in rewards.
+    extra = tuple(c for c in reward.columns if c != "reference")
+    check_columns(spec.dataset, rows, spec.algorithm.kind, extra)
 
 
 def list_runs(
