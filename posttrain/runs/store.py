@@ -67,27 +67,42 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 
 
 class Store:
-    """One connection per Store; safe to share across threads (a lock serialises writes)."""
+    """A connection per thread (WAL lets readers and the writer overlap); safe to share."""
 
     def __init__(self, path: Path | None = None, root: Path | None = None) -> None:
         self.root = root or runs_root()
         self.path = path or home() / "index.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self.db = self._open()
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._create_schema()
 
-    def _open(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
         db.row_factory = sqlite3.Row
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    def _create_schema(self) -> None:
+        db = self._connect()
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, SCHEMA_VERSION):  # an index of another format: start over
             db.close()
             self.path.unlink()
-            return self._open()
+            db = self._connect()
         db.executescript(SCHEMA)
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.close()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+            with self._lock:
+                self._connections.append(db)
         return db
 
     # -- ingestion -----------------------------------------------------------------------
@@ -107,10 +122,7 @@ class Store:
         }
         for d in dirs:
             row = known.get(d.name)
-            try:
-                size = (d / EVENTS).stat().st_size
-            except FileNotFoundError:
-                size = 0
+            size = _size(d / EVENTS)
             if (
                 row is not None
                 and row["events_offset"] >= size
@@ -121,19 +133,26 @@ class Store:
 
     def ingest(self, run_dir: Path, final: bool = False) -> None:
         """Apply run_dir's events after the stored offset (creating the run row if new)."""
+        known = self.db.execute(
+            "SELECT events_offset FROM runs WHERE run_id=?", (run_dir.name,)
+        ).fetchone()
+        if known is not None and not final and _size(run_dir / EVENTS) <= known[0]:
+            return  # nothing new: no write transaction
         with self._lock:
-            row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_dir.name,)).fetchone()
-            if row is None:
-                self._insert_run(run_dir)
+            # The offset is read inside the write transaction, so two processes ingesting the
+            # same run cannot both apply the same events.
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
                 row = self.db.execute(
                     "SELECT * FROM runs WHERE run_id=?", (run_dir.name,)
                 ).fetchone()
-            batch = read_events(run_dir / EVENTS, row["events_offset"], final=final)
-            if not batch.events and not batch.torn and batch.offset == row["events_offset"]:
-                return
-            state = dict(row)
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
+                if row is None:
+                    self._insert_run(run_dir)
+                    row = self.db.execute(
+                        "SELECT * FROM runs WHERE run_id=?", (run_dir.name,)
+                    ).fetchone()
+                batch = read_events(run_dir / EVENTS, row["events_offset"], final=final)
+                state = dict(row)
                 for pos, event in batch.events:
                     self._apply(state, run_dir, pos, event)
                 state["events_offset"] = batch.offset
@@ -350,7 +369,18 @@ class Store:
         return [dict(r) for r in rows]
 
     def close(self) -> None:
-        self.db.close()
+        with self._lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def fts_query(text: str) -> str:
