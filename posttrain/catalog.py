@@ -40,6 +40,19 @@ GPU_MEMORY_GB: dict[str, int] = {
     "T4": 16,
 }
 
+# Dense bf16 tensor TFLOP/s and HBM GB/s from the vendors' data sheets: the cost estimate's
+# step-time model divides work by these.
+GPU_PERF: dict[str, tuple[float, float]] = {
+    "H200": (989, 4800),
+    "H100": (989, 3350),
+    "A100-80GB": (312, 2039),
+    "A100-40GB": (312, 1555),
+    "L40S": (362, 864),
+    "A10": (125, 600),
+    "L4": (121, 300),
+    "T4": (65, 320),
+}
+
 
 def gpu_prices() -> dict[str, float]:
     """The price table, with $POSTTRAIN_GPU_PRICES's overrides applied."""

@@ -20,3 +20,7 @@ class RewardError(PosttrainError, ValueError):
 
 class NotFoundError(PosttrainError, LookupError):
     """A run, file or name does not exist."""
+
+
+class BudgetError(PosttrainError):
+    """A launch refused by the budget policy, or a confirmation token that is not valid."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import FINAL_STATUSES, home
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec import RunSpec
 from posttrain.tools.context import Context, is_stalled
 
 MAX_LOG_LINES = 2000
@@ -60,6 +60,7 @@ class RunDetail(RunSummary):
     trend: Trend = Field(default_factory=Trend)
     components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
     checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+    health: list[str] = Field(default_factory=list, description="Warnings from metrics/traces.")
     run_dir: str | None = None
     torn_lines: int = 0
     metrics: list[dict[str, Any]] | None = Field(None, description="Per-step metrics (verbose).")
@@ -97,14 +98,6 @@ class TracePage(BaseModel):
     steps: dict[int, list[TraceRow]]
 
 
-class StartResult(BaseModel):
-    run_id: str
-    spec_id: str
-    backend: str
-    status: str
-    run_dir: str
-
-
 class CancelResult(BaseModel):
     run_id: str
     stopped: bool
@@ -133,30 +126,6 @@ def _summary_fields(row: dict[str, Any], now: float) -> dict[str, Any]:
         "age_s": round(now - row["created_at"], 1) if row["created_at"] else None,
         "cost_usd": 0.0,
     }
-
-
-def start_run(
-    spec: RunSpec | dict[str, Any] | str | Path, ctx: Context | None = None, **meta: Any
-) -> StartResult:
-    """Start a run on its backend and return at once with its id."""
-    ctx = ctx or Context()
-    spec = load_spec(spec)
-    backend = spec.compute.backend
-    if backend not in ctx.backends:
-        raise ConfigError(
-            f"compute.backend '{backend}' is not available here; use backend 'local' for a free "
-            f"run on this machine"
-        )
-    check_data(spec)
-    run_id = ctx.backend(backend).start(spec, **meta)
-    ctx.index.sync([run_id])
-    return StartResult(
-        run_id=run_id,
-        spec_id=spec.spec_id,
-        backend=backend,
-        status="queued",
-        run_dir=str(ctx.root / run_id),
-    )
 
 
 def check_data(spec: RunSpec) -> None:
@@ -202,6 +171,27 @@ def trend(rewards: list[float], window: int = TREND_WINDOW) -> Trend:
     return Trend(first_mean=first, last_mean=last, window=w, delta=last - first)
 
 
+def _health(ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]]) -> list[str]:
+    from posttrain.rewards.registry import get_reward
+    from posttrain.runs.layout import SPEC, read_json
+    from posttrain.tools import health
+
+    spec = read_json(Path(row["run_dir"]) / SPEC)
+    reward = spec.get("reward") or {}
+    try:
+        top = get_reward(reward.get("name", ""), reward.get("params") or {}).value_range[1]
+    except Exception:  # a reward that no longer loads still has metrics worth checking
+        top = None
+    steps = ctx.index.trace_steps(row["run_id"])
+    latest = ctx.index.traces(row["run_id"], steps[-1:]) if steps else []
+    return health.warnings(
+        metrics,
+        [t["completion"] or "" for t in latest],
+        top,
+        (spec.get("algorithm") or {}).get("max_completion_length"),
+    )
+
+
 def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> RunDetail:
     """Status, progress, reward trend, cause of failure, checkpoints; metrics when verbose."""
     ctx = ctx or Context()
@@ -224,6 +214,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         trend=trend(rewards),
         components=(metrics[-1].get("components") or {}) if metrics else {},
         checkpoints=ctx.index.checkpoints(run_id),
+        health=_health(ctx, row, metrics),
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
         metrics=metrics if verbose else None,

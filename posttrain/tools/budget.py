@@ -1,0 +1,243 @@
+"""Money: the budget policy, confirmation tokens, the spend ledger and idempotency keys.
+
+Policy (environment, else $POSTTRAIN_HOME/config.yaml `budget:`):
+  POSTTRAIN_AUTO_APPROVE_USD  launches whose worst case is at most this start unasked (0)
+  POSTTRAIN_MAX_RUN_USD       no run's worst case may exceed this, whatever was approved (25)
+  POSTTRAIN_MAX_DAY_USD       worst cases reserved in one UTC day may not exceed this (100)
+
+The ledger is a small SQLite file. Checking the caps, consuming a token, starting the run and
+recording its reservation happen in one IMMEDIATE transaction, so two launches racing for
+the same budget cannot exceed a cap together. Tokens are stored only as hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import BudgetError, ConfigError
+from posttrain.runs.layout import home
+
+TOKEN_TTL_S = 15 * 60
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    token_hash TEXT PRIMARY KEY, spec_id TEXT NOT NULL, worst_case_usd REAL NOT NULL,
+    created_at REAL NOT NULL, expires_at REAL NOT NULL, used_at REAL, run_id TEXT
+);
+CREATE TABLE IF NOT EXISTS spend (
+    run_id TEXT PRIMARY KEY, spec_id TEXT, day TEXT NOT NULL, reserved_usd REAL NOT NULL,
+    approved_by TEXT, created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS launches (
+    idempotency_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, spec_id TEXT, created_at REAL
+);
+"""
+
+
+@dataclass(frozen=True)
+class BudgetPolicy:
+    auto_approve_usd: float = 0.0
+    max_run_usd: float = 25.0
+    max_day_usd: float = 100.0
+
+    @classmethod
+    def load(cls) -> BudgetPolicy:
+        values: dict[str, float] = {}
+        config = home() / "config.yaml"
+        if config.is_file():
+            import yaml
+
+            try:
+                data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{config} is not valid YAML: {exc}") from None
+            values.update(
+                {
+                    k: float(v)
+                    for k, v in (data.get("budget") or {}).items()
+                    if k in cls.__dataclass_fields__
+                }
+            )
+        for field, env in (
+            ("auto_approve_usd", "POSTTRAIN_AUTO_APPROVE_USD"),
+            ("max_run_usd", "POSTTRAIN_MAX_RUN_USD"),
+            ("max_day_usd", "POSTTRAIN_MAX_DAY_USD"),
+        ):
+            if os.environ.get(env):
+                try:
+                    values[field] = float(os.environ[env])
+                except ValueError:
+                    raise ConfigError(
+                        f"{env}={os.environ[env]!r} is not a number of dollars"
+                    ) from None
+        return cls(**values)
+
+
+def today() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Ledger:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or home() / "budget.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._connect()
+        db.executescript(SCHEMA)
+        db.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        return db
+
+    def spent_today(self) -> float:
+        db = self._connect()
+        try:
+            row = db.execute(
+                "SELECT COALESCE(SUM(reserved_usd), 0) FROM spend WHERE day=?", (today(),)
+            ).fetchone()
+            return float(row[0])
+        finally:
+            db.close()
+
+    def existing(self, key: str) -> str | None:
+        db = self._connect()
+        try:
+            row = db.execute(
+                "SELECT run_id FROM launches WHERE idempotency_key=?", (key,)
+            ).fetchone()
+            return row["run_id"] if row else None
+        finally:
+            db.close()
+
+    def issue_token(self, spec_id: str, worst_case_usd: float) -> tuple[str, float]:
+        token = "pt-confirm-" + secrets.token_urlsafe(18)
+        now = time.time()
+        db = self._connect()
+        try:
+            db.execute(
+                "INSERT INTO tokens VALUES (?,?,?,?,?,NULL,NULL)",
+                (_hash(token), spec_id, worst_case_usd, now, now + TOKEN_TTL_S),
+            )
+        finally:
+            db.close()
+        return token, now + TOKEN_TTL_S
+
+    def _check_token(
+        self, db: sqlite3.Connection, token: str, spec_id: str, worst_case_usd: float
+    ) -> None:
+        row = db.execute("SELECT * FROM tokens WHERE token_hash=?", (_hash(token),)).fetchone()
+        if row is None:
+            raise BudgetError(
+                "confirmation token is not one this server issued; launch again "
+                "without it to get a new one"
+            )
+        if row["used_at"] is not None:
+            raise BudgetError(
+                f"confirmation token was already used (run {row['run_id']}); a token starts one run"
+            )
+        if time.time() > row["expires_at"]:
+            raise BudgetError(
+                "confirmation token has expired (tokens last 15 minutes); launch "
+                "again to get a new one and ask your human again"
+            )
+        if row["spec_id"] != spec_id:
+            raise BudgetError(
+                "confirmation token was issued for a different spec: the spec "
+                "changed since your human approved it, so ask again"
+            )
+        if worst_case_usd > row["worst_case_usd"] + 1e-9:
+            raise BudgetError(
+                f"the cost rose since approval (${row['worst_case_usd']:.2f} -> "
+                f"${worst_case_usd:.2f}); ask your human again"
+            )
+
+    def check_caps(
+        self, policy: BudgetPolicy, worst_case_usd: float, db: sqlite3.Connection | None = None
+    ) -> None:
+        if worst_case_usd > policy.max_run_usd:
+            raise BudgetError(
+                f"refused: the worst case ${worst_case_usd:.2f} exceeds the per-run cap "
+                f"${policy.max_run_usd:.2f} (POSTTRAIN_MAX_RUN_USD), whatever was approved; "
+                f"lower compute.timeout_s or use a cheaper GPU"
+            )
+        own = db is None
+        db = db or self._connect()
+        try:
+            spent = float(
+                db.execute(
+                    "SELECT COALESCE(SUM(reserved_usd), 0) FROM spend WHERE day=?", (today(),)
+                ).fetchone()[0]
+            )
+        finally:
+            if own:
+                db.close()
+        if spent + worst_case_usd > policy.max_day_usd:
+            raise BudgetError(
+                f"refused: ${spent:.2f} is already reserved today and this run's worst case "
+                f"${worst_case_usd:.2f} would pass the daily cap ${policy.max_day_usd:.2f} "
+                f"(POSTTRAIN_MAX_DAY_USD)"
+            )
+
+    def reserve_and_start(
+        self,
+        *,
+        policy: BudgetPolicy,
+        spec_id: str,
+        worst_case_usd: float,
+        approved_by: str,
+        start: Callable[[], str],
+        key: str | None = None,
+        token: str | None = None,
+    ) -> str:
+        """Check caps, consume the token, start, record: all or nothing, one at a time."""
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if worst_case_usd > 0:
+                    self.check_caps(policy, worst_case_usd, db)
+                if token is not None:
+                    self._check_token(db, token, spec_id, worst_case_usd)
+                run_id = start()
+                now = time.time()
+                if token is not None:
+                    db.execute(
+                        "UPDATE tokens SET used_at=?, run_id=? WHERE token_hash=?",
+                        (now, run_id, _hash(token)),
+                    )
+                db.execute(
+                    "INSERT INTO spend VALUES (?,?,?,?,?,?)",
+                    (run_id, spec_id, today(), worst_case_usd, approved_by, now),
+                )
+                if key is not None:
+                    db.execute(
+                        "INSERT OR REPLACE INTO launches VALUES (?,?,?,?)",
+                        (key, run_id, spec_id, now),
+                    )
+                db.execute("COMMIT")
+                return run_id
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.close()
+
+    def record(self) -> list[dict[str, Any]]:
+        db = self._connect()
+        try:
+            return [dict(r) for r in db.execute("SELECT * FROM spend ORDER BY created_at")]
+        finally:
+            db.close()

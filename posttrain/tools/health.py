@@ -1,0 +1,115 @@
+"""Health warnings read from a run's metrics and traces: what a careful engineer looks for.
+
+Each rule returns a sentence that says what was seen, with its numbers, and what to do.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+from posttrain.rewards.text import end_word, verse_lines
+
+WINDOW = 10
+JUMP_STEPS = 20  # a rise from low to near the maximum within this many steps is a jump
+ZERO_STD_SHARE = 0.5
+END_WORD_SHARE = 0.4  # one word ending this share of lines
+RHYME_SHARE = 0.5  # one rhyme tail ending this share of lines
+
+
+def _mean(values: list[float]) -> float | None:
+    clean = [v for v in values if isinstance(v, int | float)]
+    return statistics.fmean(clean) if clean else None
+
+
+def reward_jump(metrics: list[dict[str, Any]], top: float | None) -> str | None:
+    rewards = [m.get("reward") for m in metrics]
+    if top is None or top == float("inf") or len(rewards) < 2:
+        return None
+    for i, r in enumerate(rewards):
+        if not isinstance(r, int | float) or r < 0.9 * top:
+            continue
+        before = [x for x in rewards[max(0, i - JUMP_STEPS) : i] if isinstance(x, int | float)]
+        if before and min(before) < 0.3 * top:
+            return (
+                f"reward jumped to its maximum: {min(before):.2f} -> {r:.2f} (max {top:g}) "
+                f"within {JUMP_STEPS} steps by step {metrics[i]['step']}; treat it as reward "
+                f"hacking until traces prove otherwise (sample_traces order=best)"
+            )
+    return None
+
+
+def length_shift(metrics: list[dict[str, Any]], max_len: int | None) -> str | None:
+    lengths = [m.get("completion_length") for m in metrics]
+    if len(lengths) < 2 * WINDOW:
+        return None
+    first, last = _mean(lengths[:WINDOW]), _mean(lengths[-WINDOW:])
+    if not first or last is None:
+        return None
+    if last < 0.5 * first:
+        return (
+            f"completion length collapsed: {first:.0f} -> {last:.0f} tokens over the run; "
+            f"short answers may be gaming the reward (read the latest traces)"
+        )
+    if last > 2 * first or (max_len and last >= 0.95 * max_len):
+        return (
+            f"completion length exploded: {first:.0f} -> {last:.0f} tokens"
+            f"{f' (limit {max_len})' if max_len else ''}; answers may be padding or never "
+            f"ending"
+        )
+    return None
+
+
+def zero_variance(metrics: list[dict[str, Any]]) -> str | None:
+    share = _mean([m.get("frac_zero_std") for m in metrics[-WINDOW:]])
+    if share is not None and share > ZERO_STD_SHARE:
+        return (
+            f"{share:.0%} of reward groups had zero variance over the last {WINDOW} steps: "
+            f"every sample of a prompt scored alike, so GRPO learns nothing from them "
+            f"(raise temperature or num_generations, or make the reward finer)"
+        )
+    return None
+
+
+def repeated_end_words(completions: list[str]) -> str | None:
+    ends = [
+        w for text in completions for line in verse_lines(text) if (w := end_word(line)) is not None
+    ]
+    if len(ends) < 8:
+        return None
+    word, count = Counter(ends).most_common(1)[0]
+    if count / len(ends) >= END_WORD_SHARE:
+        return (
+            f"end words repeat across samples: '{word}' ends {count} of {len(ends)} lines in "
+            f"the latest traces; the policy may be collapsing onto one rhyme"
+        )
+    from posttrain.rewards.phonetics import rhyme_table
+
+    table = rhyme_table()
+    tails: dict[str, list[str]] = {}
+    for w in ends:
+        tails.setdefault(table.tail_text(table.lookup(w)[0][0]), []).append(w)
+    tail, words = max(tails.items(), key=lambda kv: len(kv[1]))
+    if len(words) / len(ends) >= RHYME_SHARE:
+        examples = ", ".join(dict.fromkeys(words))
+        return (
+            f"end words collapse onto one rhyme: tail '{tail}' ({examples}) ends "
+            f"{len(words)} of {len(ends)} lines in the latest traces; diversity is falling"
+        )
+    return None
+
+
+def warnings(
+    metrics: list[dict[str, Any]],
+    latest_completions: list[str],
+    reward_top: float | None,
+    max_completion_length: int | None,
+) -> list[str]:
+    found = [
+        reward_jump(metrics, reward_top),
+        length_shift(metrics, max_completion_length),
+        zero_variance(metrics),
+        repeated_end_words(latest_completions),
+    ]
+    return [w for w in found if w]

@@ -1,0 +1,214 @@
+"""launch and smoke_run: start a run, with a human's approval before any GPU money is spent.
+
+Who approves, in order: nobody for a free (local) run; the policy for a worst case at or
+under the auto-approve amount; a confirmation token the human's agent hands back; the human,
+asked directly (MCP elicitation, or a terminal prompt). When nobody can be asked, the result
+is `needs_confirmation` with a token bound to this spec and cost. Hard caps refuse a launch
+whatever was approved. The same idempotency key (default: the spec id) never starts two
+live runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from posttrain.errors import ConfigError
+from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.spec import RunSpec, load_spec
+from posttrain.tools.budget import BudgetPolicy, Ledger
+from posttrain.tools.context import Context
+from posttrain.tools.plan import CostEstimate, estimate
+from posttrain.tools.runs import check_data
+
+Decision = Literal["approved", "declined"] | None  # None: no human could be asked
+
+SMOKE_STEPS = 4  # after the proof step
+EXPLICIT_KEY_TTL_S = 24 * 3600
+
+
+class LaunchResult(BaseModel):
+    status: Literal["started", "existing", "needs_confirmation", "declined"]
+    run_id: str | None = None
+    spec_id: str
+    cost: CostEstimate
+    approved_by: str | None = Field(None, description="free, policy, token or human.")
+    confirmation_token: str | None = Field(
+        None, description="Ask your human; if they approve, call again with this token."
+    )
+    token_expires_at: float | None = None
+    message: str
+
+
+def question(spec: RunSpec, cost: CostEstimate) -> str:
+    """What the human is asked."""
+    minutes = cost.timeout_s / 60
+    gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
+    return (
+        f"Launch {spec.model.name} ({spec.algorithm.kind}, {spec.algorithm.steps} steps) on "
+        f"{gpu} for up to {minutes:.0f} min: estimated ${cost.expected_usd:.2f}, at most "
+        f"${cost.worst_case_usd:.2f}?"
+    )
+
+
+def _existing(ctx: Context, ledger: Ledger, key: str, explicit: bool) -> str | None:
+    """The run an earlier launch with this key started, if it still counts: an explicit key
+    holds for 24 h unless its run failed or was cancelled; the default key (the spec id)
+    holds while its run is live, so a finished spec can be run again."""
+    run_id = ledger.existing(key)
+    if run_id is None:
+        return None
+    ctx.refresh(run_id) if (ctx.root / run_id).is_dir() else None
+    row = ctx.index.get(run_id)
+    if row is None:
+        return None
+    if explicit:
+        fresh = (row["created_at"] or 0) > time.time() - EXPLICIT_KEY_TTL_S
+        return run_id if fresh and row["status"] not in ("failed", "cancelled") else None
+    return run_id if row["status"] not in FINAL_STATUSES else None
+
+
+def who_approves(
+    spec: RunSpec, cost: CostEstimate, token: str | None, policy: BudgetPolicy
+) -> str | None:
+    """free, policy or token when no human needs asking; None when a human must decide."""
+    if cost.worst_case_usd <= 0:
+        return "free"
+    if cost.worst_case_usd <= policy.auto_approve_usd:
+        return "policy"
+    if token:
+        return "token"
+    return None
+
+
+def human_question(
+    spec: RunSpec | dict[str, Any] | str,
+    confirmation_token: str | None = None,
+    idempotency_key: str | None = None,
+    ctx: Context | None = None,
+) -> str | None:
+    """The question to put to the human, or None when this launch needs no one asked (free,
+    policy, token, an existing run) or will be refused anyway (over a cap)."""
+    ctx = ctx or Context()
+    spec = load_spec(spec)
+    ledger, policy = Ledger(), BudgetPolicy.load()
+    if _existing(ctx, ledger, idempotency_key or spec.spec_id, idempotency_key is not None):
+        return None
+    cost = estimate(spec)
+    if who_approves(spec, cost, confirmation_token, policy):
+        return None
+    try:
+        ledger.check_caps(policy, cost.worst_case_usd)
+    except Exception:
+        return None  # refused whatever the human says: do not ask
+    return question(spec, cost)
+
+
+def launch(
+    spec: RunSpec | dict[str, Any] | str,
+    confirmation_token: str | None = None,
+    idempotency_key: str | None = None,
+    human: Decision = None,
+    ctx: Context | None = None,
+) -> LaunchResult:
+    """Start the run if it is free, within policy, confirmed by token, or approved by the
+    human; otherwise say what is needed. Raises BudgetError when a cap refuses it."""
+    ctx = ctx or Context()
+    spec = load_spec(spec)
+    check_data(spec)
+    ledger, policy = Ledger(), BudgetPolicy.load()
+    key = idempotency_key or spec.spec_id
+    cost = estimate(spec)
+    base = {"spec_id": spec.spec_id, "cost": cost}
+    if run_id := _existing(ctx, ledger, key, idempotency_key is not None):
+        return LaunchResult(
+            status="existing",
+            run_id=run_id,
+            **base,
+            message=f"run {run_id} was already started with this idempotency "
+            f"key; nothing new was started",
+        )
+    approved_by = who_approves(spec, cost, confirmation_token, policy)
+    if approved_by is None and cost.worst_case_usd > 0:
+        ledger.check_caps(policy, cost.worst_case_usd)  # refuse before asking anyone
+        if human == "declined":
+            return LaunchResult(
+                status="declined", **base, message="the human declined: nothing was started"
+            )
+        if human == "approved":
+            approved_by = "human"
+        else:
+            token, expires = ledger.issue_token(spec.spec_id, cost.worst_case_usd)
+            return LaunchResult(
+                status="needs_confirmation",
+                **base,
+                confirmation_token=token,
+                token_expires_at=expires,
+                message=f"{question(spec, cost)} Ask your human; if they approve, call launch "
+                f"again with this spec and confirmation_token (valid 15 minutes, for "
+                f"this exact spec and cost only)",
+            )
+
+    backend = ctx.backend(spec.compute.backend) if spec.compute.backend in ctx.backends else None
+    if backend is None:
+        raise ConfigError(
+            f"compute.backend '{spec.compute.backend}' is not available here; "
+            f"use backend 'local' for a free run on this machine"
+        )
+    run_id = ledger.reserve_and_start(
+        policy=policy,
+        spec_id=spec.spec_id,
+        worst_case_usd=cost.worst_case_usd,
+        approved_by=approved_by or "human",
+        key=key,
+        token=confirmation_token if approved_by == "token" else None,
+        start=lambda: backend.start(
+            spec, idempotency_key=key, approved_by=approved_by, worst_case_usd=cost.worst_case_usd
+        ),
+    )
+    ctx.index.sync([run_id])
+    return LaunchResult(
+        status="started",
+        run_id=run_id,
+        approved_by=approved_by,
+        **base,
+        message=f"started {run_id} on {spec.compute.backend}; poll get_run",
+    )
+
+
+def smoke_spec(
+    spec: RunSpec | dict[str, Any] | str, steps: int = SMOKE_STEPS, backend: str = "local"
+) -> RunSpec:
+    """The same run cut down to a proof step and `steps` more, tracing every step."""
+    spec = load_spec(spec)
+    data = spec.model_dump(mode="json")
+    algorithm = data["algorithm"]
+    algorithm.update(
+        steps=1 + steps,
+        save_every=0,
+        traces={"every": 1, "steps": [], "samples": algorithm["traces"]["samples"]},
+    )
+    if algorithm.get("warmstart"):
+        algorithm["warmstart"]["steps"] = min(algorithm["warmstart"]["steps"], 10)
+    data["compute"]["backend"] = backend
+    data["name"] = f"smoke: {spec.name or spec.model.name}"
+    return load_spec(data)
+
+
+def smoke_run(
+    spec: RunSpec | dict[str, Any] | str,
+    steps: int = SMOKE_STEPS,
+    backend: str = "local",
+    confirmation_token: str | None = None,
+    human: Decision = None,
+    ctx: Context | None = None,
+) -> LaunchResult:
+    """A proof step then a few steps of the same spec (local and free by default)."""
+    return launch(
+        smoke_spec(spec, steps, backend),
+        confirmation_token=confirmation_token,
+        human=human,
+        ctx=ctx,
+    )
