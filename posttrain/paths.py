@@ -1,0 +1,63 @@
+"""Paths an agent may name: confined to allowed roots, so no tool reads outside them.
+
+Roots: the working directory the server started in, $POSTTRAIN_HOME, and any folders in
+$POSTTRAIN_ROOTS (separated by the OS path separator). Symbolic links are resolved first,
+so a link inside a root cannot point the server outside it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import ConfigError
+from posttrain.runs.layout import home
+
+
+def allowed_roots() -> list[Path]:
+    roots = [Path.cwd(), home()]
+    roots += [Path(p) for p in os.environ.get("POSTTRAIN_ROOTS", "").split(os.pathsep) if p]
+    return [r.expanduser().resolve() for r in roots]
+
+
+def confine(path: str | Path, what: str, roots: list[Path] | None = None) -> Path:
+    """The resolved path, or ConfigError when it lies outside every allowed root."""
+    roots = roots if roots is not None else allowed_roots()
+    resolved = Path(path).expanduser()
+    resolved = (resolved if resolved.is_absolute() else Path.cwd() / resolved).resolve()
+    if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        raise ConfigError(
+            f"{what} '{path}' is outside the allowed folders ({', '.join(map(str, roots))}); "
+            f"move it under one of them, or add its folder to POSTTRAIN_ROOTS where the server "
+            f"starts"
+        )
+    return resolved
+
+
+def confine_spec_source(source: Any, roots: list[Path] | None = None) -> Any:
+    """A spec given as a file path must lie inside the roots (dicts pass through)."""
+    if isinstance(source, str | Path) and not str(source).lstrip().startswith("{"):
+        confine(source, "spec file", roots)
+    return source
+
+
+def confine_spec(spec: Any, roots: list[Path] | None = None) -> None:
+    """Every local path a spec names: the dataset file, a reward file, a model folder."""
+    if spec.dataset.path:
+        confine(spec.dataset.path, "dataset.path", roots)
+    confine_reward(spec.reward.name, roots)
+    if spec.model.preset is None and spec.model.name.startswith((".", "/", "~")):
+        confine(spec.model.name, "model path", roots)
+
+
+def confine_reward(ref: str, roots: list[Path] | None = None) -> None:
+    """A reward given as path/to/file.py:function must name a file inside the roots."""
+    from posttrain.rewards.registry import REWARDS
+    from posttrain.rewards.user import is_file_ref, split_ref
+
+    if ref in REWARDS or ":" not in ref:
+        return
+    target, _ = split_ref(ref)
+    if is_file_ref(target):
+        confine(target, "reward file", roots)

@@ -1,0 +1,175 @@
+"""check_dataset: what the trainer will see, before it sees it.
+
+Row counts before and after filters, a few rows rendered through the model's own chat
+template, token-length percentiles, schema problems, and rows shared between training and
+the holdout (which would make any evaluation on the holdout flatter than the truth).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from posttrain.dataset import check_columns, prepare, source_rows
+from posttrain.spec import RunSpec, load_spec
+
+SAMPLES = 3
+MAX_PROBLEMS = 20
+
+
+class Percentiles(BaseModel):
+    p50: int
+    p90: int
+    p99: int
+    max: int
+
+
+class DatasetReport(BaseModel):
+    source: str
+    rows_total: int
+    rows_after_filters: int
+    train_rows: int
+    holdout_rows: int
+    columns: list[str]
+    samples: list[str] = Field(description="Rows rendered exactly as the model will see them.")
+    tokenizer: str = Field(description="Which tokenizer and template rendered and counted.")
+    prompt_tokens: Percentiles
+    reference_tokens: Percentiles | None = None
+    problems: list[str] = Field(default_factory=list)
+    holdout_overlap: int = Field(0, description="Held-out prompts that also appear in training.")
+    overlap_examples: list[str] = Field(default_factory=list)
+
+
+def percentiles(values: list[int]) -> Percentiles:
+    ordered = sorted(values) or [0]
+
+    def at(q: float) -> int:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return Percentiles(p50=at(0.5), p90=at(0.9), p99=at(0.99), max=ordered[-1])
+
+
+def load_tokenizer_for(spec: RunSpec) -> tuple[Any, str]:
+    """The model's tokenizer when it can be had here; else the local ChatML one, said so."""
+    from posttrain.gpu.tiny import build_tokenizer
+
+    preset = spec.model.preset
+    if preset is not None and preset.name == "tiny-local":
+        return build_tokenizer(), "tiny-local (word-level, ChatML)"
+    source = preset.hf_repo if preset is not None else spec.model.name
+    try:
+        from transformers import AutoTokenizer
+
+        # Local files only: a machine without the hub would otherwise retry for a minute.
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        return tokenizer, f"{source} (the model's own)"
+    except Exception:  # not downloaded, gated or absent: every failure means the fallback
+        return build_tokenizer(), (
+            f"FALLBACK: {source}'s tokenizer is not in the local Hugging Face cache, so rows were "
+            f"rendered with the local ChatML template and counted in words, not BPE tokens "
+            f"(download it with `hf download {source}` to see the real template)"
+        )
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).lower().split())
+
+
+def schema_problems(rows: list[dict[str, Any]], spec: RunSpec) -> list[str]:
+    problems = []
+    ds = spec.dataset
+    texts = [r.get("prompt_text", "") for r in rows]
+    empty = [r["id"] for r, t in zip(rows, texts, strict=True) if not str(t).strip()]
+    if empty:
+        problems.append(f"{len(empty)} rows have an empty prompt (ids {empty[:5]})")
+    if ds.reference_column:
+        missing = [r["id"] for r in rows if not str(r.get("reference") or "").strip()]
+        if missing:
+            problems.append(f"{len(missing)} rows have an empty reference (ids {missing[:5]})")
+        odd = [
+            r["id"]
+            for r in rows
+            if r.get("reference") is not None and not isinstance(r.get("reference"), str)
+        ]
+        if odd:
+            problems.append(
+                f"{len(odd)} references are not text (ids {odd[:5]}); they will be "
+                f"converted with str()"
+            )
+    dupes = [t for t, n in Counter(_norm(t) for t in texts).items() if n > 1 and t]
+    if dupes:
+        problems.append(f"{len(dupes)} prompts appear more than once (e.g. {dupes[0][:80]!r})")
+    ids = Counter(r["id"] for r in rows)
+    repeated = [i for i, n in ids.items() if n > 1]
+    if repeated:
+        problems.append(
+            f"{len(repeated)} ids are not unique (e.g. {repeated[0]!r}): the holdout "
+            f"split and decontamination key on ids"
+        )
+    return problems[:MAX_PROBLEMS]
+
+
+def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
+    """Inspect the data a spec trains on, rendered and counted as the trainer will."""
+    spec = load_spec(spec)
+    ds = spec.dataset
+    raw = source_rows(ds)
+    check_columns(ds, raw, spec.algorithm.kind)
+    data = prepare(ds, spec.algorithm.kind)
+    tokenizer, tokenizer_name = load_tokenizer_for(spec)
+    kwargs = spec.model.template_kwargs()
+    rows = data.train + data.holdout
+
+    def render(row: dict[str, Any], with_answer: bool) -> str:
+        messages = list(row["prompt"])
+        if with_answer and row.get("completion"):
+            messages += row["completion"]
+        elif with_answer and row.get("reference"):
+            messages.append({"role": "assistant", "content": str(row["reference"])})
+        return tokenizer.apply_chat_template(
+            messages,
+            tokenize=False,
+            add_generation_prompt=not with_answer,
+            tools=row.get("tools"),
+            **kwargs,
+        )
+
+    prompt_lengths = [
+        len(tokenizer(render(r, False), add_special_tokens=False)["input_ids"]) for r in rows
+    ]
+    ref_lengths = [
+        len(tokenizer(str(r["reference"]), add_special_tokens=False)["input_ids"])
+        for r in rows
+        if r.get("reference")
+    ]
+    train_prompts = {_norm(r["prompt_text"]) for r in data.train}
+    overlap = [r for r in data.holdout if _norm(r["prompt_text"]) in train_prompts]
+    problems = schema_problems(rows, spec)
+    over = sum(n > spec.algorithm.max_prompt_length for n in prompt_lengths)
+    if over:
+        problems.append(
+            f"{over} prompts are longer than max_prompt_length="
+            f"{spec.algorithm.max_prompt_length} tokens"
+        )
+    return DatasetReport(
+        source=ds.path or ds.hf_repo or f"builtin:{ds.builtin}",
+        rows_total=len(raw),
+        rows_after_filters=len(raw) - data.dropped_by_filters,
+        train_rows=len(data.train),
+        holdout_rows=len(data.holdout),
+        columns=sorted(raw[0]) if raw else [],
+        samples=[render(r, True) for r in data.train[:SAMPLES]],
+        tokenizer=tokenizer_name,
+        prompt_tokens=percentiles(prompt_lengths),
+        reference_tokens=percentiles(ref_lengths) if ref_lengths else None,
+        problems=problems,
+        holdout_overlap=len(overlap),
+        overlap_examples=[r["prompt_text"][:120] for r in overlap[:3]],
+    )
+
+
+def median(values: list[int]) -> float:
+    return statistics.median(values) if values else 0.0

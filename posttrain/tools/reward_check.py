@@ -1,0 +1,98 @@
+"""check_reward: the probe battery, on a spec's data or a data file, before any training.
+
+Built-in rewards run here; a user's reward file runs in a child process with a time limit
+(posttrain.rewards.isolated), because it is someone's code and may hang or crash.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from posttrain.dataset import prepare, read_rows
+from posttrain.errors import ConfigError
+from posttrain.rewards.isolated import DEFAULT_TIMEOUT_S, probe_in_subprocess
+from posttrain.rewards.probes import run_probes
+from posttrain.rewards.registry import REWARDS, get_reward
+from posttrain.spec import load_spec
+
+
+class ProbeOut(BaseModel):
+    name: str
+    mean: float
+    max: float
+    flagged: bool
+    verdict: str
+    example: str
+    example_score: float
+    example_components: dict[str, float] = Field(default_factory=dict)
+
+
+class DistributionOut(BaseModel):
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    degenerate: str | None = None
+
+
+class RewardCheck(BaseModel):
+    reward: str
+    rows: int
+    honest_source: str
+    honest: DistributionOut
+    probes: list[ProbeOut]
+    flagged: list[str] = Field(description="Probes that score as high as honest answers.")
+    warnings: list[str]
+    notes: list[str]
+
+
+def check_reward(
+    reward: str,
+    params: dict[str, Any] | None = None,
+    *,
+    spec: dict[str, Any] | str | None = None,
+    data: str | None = None,
+    prompt_column: str = "prompt",
+    reference_column: str | None = None,
+    honest_column: str | None = None,
+    rows: int = 32,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> RewardCheck:
+    """Score the probe battery beside honest answers; flag exploits and degenerate rewards."""
+    if (spec is None) == (data is None):
+        raise ConfigError("give either spec (the run's data) or data (a file), not both/neither")
+    if spec is not None:
+        run_spec = load_spec(spec)
+        prepared = prepare(run_spec.dataset, "grpo")
+        table = [
+            {k: v for k, v in r.items() if k not in ("prompt", "completion")}
+            for r in prepared.train[: max(rows, 1)]
+        ]
+        prompt_column, reference_column = "prompt_text", reference_column or "reference"
+    else:
+        table = read_rows(str(data), limit=rows)
+    job = {
+        "reward": reward,
+        "params": params or {},
+        "rows": table,
+        "prompt_column": prompt_column,
+        "reference_column": reference_column,
+        "honest_column": honest_column,
+        "max_rows": rows,
+    }
+    if reward in REWARDS:
+        report = run_probes(
+            get_reward(reward, params),
+            table,
+            prompt_column=prompt_column,
+            reference_column=reference_column,
+            honest_column=honest_column,
+            max_rows=rows,
+        ).to_dict()
+    else:
+        get_reward(reward, params)  # a malformed ref fails here, before a process starts
+        report = probe_in_subprocess(job, timeout_s)
+    return RewardCheck(**report)
