@@ -36,3 +36,4 @@ format: setup
 bench: setup
 	$(PY) bench/rewards.py
 	$(PY) bench/smoke.py
+	$(PY) bench/tool_latency.py

@@ -26,7 +26,8 @@ def main() -> None:
         os.environ["POSTTRAIN_HOME"] = str(Path(tmp) / "home")
         os.environ["POSTTRAIN_CACHE"] = str(Path(tmp) / "cache")  # cold: the model is built
         from posttrain.runs.layout import iter_events
-        from posttrain.tools.runs import get_run, start_run
+        from posttrain.tools.launch import launch
+        from posttrain.tools.runs import get_run
 
         spec = {
             "dataset": {"builtin": "rhyme-gym", "n_rows": 200, "system_prompt": "answer in rhyme"},
@@ -41,7 +42,7 @@ def main() -> None:
             },
         }
         t0 = time.time()
-        run_id = start_run(spec).run_id
+        run_id = launch(spec).run_id
         while get_run(run_id).status not in ("succeeded", "failed", "cancelled"):
             time.sleep(0.2)
         wall = time.time() - t0

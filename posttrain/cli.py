@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.cli_lifecycle import register as register_lifecycle
 from posttrain.cli_runs import register
 from posttrain.errors import ConfigError
 
@@ -72,7 +73,10 @@ def reward_list(as_json: JsonFlag = False) -> None:
 @reward_app.command("check")
 def reward_check(
     reward: Annotated[str, typer.Argument(help="A registry name or path/to/file.py:function.")],
-    data: Annotated[Path, typer.Option(help="Dataset file (.jsonl/.json/.parquet/.csv).")],
+    data: Annotated[
+        Path | None, typer.Option(help="Dataset file (.jsonl/.json/.parquet/.csv).")
+    ] = None,
+    spec: Annotated[Path | None, typer.Option(help="Or probe on a spec's training rows.")] = None,
     param: Annotated[list[str] | None, typer.Option(help="Reward parameter key=value.")] = None,
     prompt_column: str = "prompt",
     reference_column: Annotated[
@@ -87,19 +91,18 @@ def reward_check(
     """Probe a reward for exploits on a few rows, beside honest answers, before any GPU time."""
 
     def body() -> dict[str, Any]:
-        from posttrain.dataset import read_rows
-        from posttrain.rewards.probes import run_probes
-        from posttrain.rewards.registry import get_reward
+        from posttrain.tools.reward_check import check_reward
 
-        report = run_probes(
-            get_reward(reward, parse_params(param)),
-            read_rows(data, limit=rows),
+        return check_reward(
+            reward,
+            parse_params(param),
+            spec=str(spec) if spec else None,
+            data=str(data) if data else None,
             prompt_column=prompt_column,
             reference_column=reference_column,
             honest_column=honest_column,
-            max_rows=rows,
-        )
-        return report.to_dict()
+            rows=rows,
+        ).model_dump(mode="json")
 
     emit(guarded(body), as_json, _render_probe_report)
 
@@ -135,6 +138,28 @@ def _render_probe_report(report: dict[str, Any]) -> None:
 
 
 register(app, run_app)
+register_lifecycle(app)
+
+
+@app.command("serve")
+def serve(
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="HTTP bind address; not loopback needs a token.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8765,
+) -> None:
+    """Run the MCP server (stdio by default) for Claude Code, Claude Desktop or any client."""
+    import os
+
+    from posttrain.server.app import build_server
+    from posttrain.server.http import TOKEN_ENV, serve_http
+
+    server = build_server()
+    if not http:
+        server.run("stdio")
+        return
+    guarded(lambda: serve_http(server, host, port, os.environ.get(TOKEN_ENV) or None))
 
 
 def main() -> None:

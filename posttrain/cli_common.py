@@ -10,9 +10,15 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from posttrain.errors import ConfigError, NotFoundError, PosttrainError, RewardError
+from posttrain.errors import (
+    BudgetError,
+    ConfigError,
+    NotFoundError,
+    PosttrainError,
+    RewardError,
+)
 
-EXIT_USAGE, EXIT_NOT_FOUND, EXIT_BACKEND = 2, 3, 5
+EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NEEDS_APPROVAL, EXIT_BACKEND = 2, 3, 4, 5
 
 console = Console()
 T = TypeVar("T")
@@ -34,6 +40,12 @@ def guarded(fn: Callable[[], T]) -> T:
         fail(str(exc), "check the name or path", EXIT_NOT_FOUND)
     except (ConfigError, RewardError) as exc:
         fail(str(exc), "fix the input named in the error and run again", EXIT_USAGE)
+    except BudgetError as exc:
+        fail(
+            str(exc),
+            "a budget cap or the approval refused it; nothing was started",
+            EXIT_NEEDS_APPROVAL,
+        )
     except PosttrainError as exc:
         fail(str(exc), "see the error; the backend could not do it", EXIT_BACKEND)
     raise AssertionError("unreachable")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +13,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, console, emit, guarded
 from posttrain.errors import ConfigError
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.termplot import chart, sparkline
@@ -43,24 +44,62 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+ConfirmFlag = Annotated[
+    str | None, typer.Option("--confirm", help="The confirmation token your human approved.")
+]
+KeyFlag = Annotated[str | None, typer.Option(help="The same key never starts two runs.")]
+
+
+def launch_command(
+    spec: Path | dict[str, Any],
+    confirm: str | None,
+    key: str | None,
+    as_json: bool,
+    smoke_steps: int | None = None,
+) -> None:
+    """Launch (or smoke), asking the human at the terminal when one is there."""
+    from posttrain.tools.launch import human_question, launch, smoke_spec
+
+    def body() -> Any:
+        run_spec = smoke_spec(spec, smoke_steps) if smoke_steps is not None else spec
+        ask = human_question(run_spec, confirm, key)
+        human = None
+        if ask and sys.stdin.isatty() and not as_json:
+            human = "approved" if typer.confirm(ask, default=False) else "declined"
+        return launch(run_spec, confirmation_token=confirm, idempotency_key=key, human=human)
+
+    result = guarded(body)
+
+    def render(r: dict[str, Any]) -> None:
+        if r["status"] in ("started", "existing"):
+            console.print(
+                f"{r['status']} [bold]{r['run_id']}[/bold] (approved by "
+                f"{r['approved_by'] or 'an earlier launch'}); follow it: posttrain "
+                f"run logs {r['run_id']} --follow"
+            )
+        else:
+            console.print(r["message"])
+            if r["confirmation_token"]:
+                console.print(f"then: posttrain launch SPEC --confirm {r['confirmation_token']}")
+
+    emit(result.model_dump(mode="json"), as_json, render)
+    if result.status in ("needs_confirmation", "declined"):
+        raise typer.Exit(EXIT_NEEDS_APPROVAL)
+
+
 def register(app: typer.Typer, run_app: typer.Typer) -> None:
     from posttrain.tools import runs as tools
+    from posttrain.tools.launch import launch
 
     @run_app.command("start")
     def run_start(
         spec: Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")],
+        confirm: ConfirmFlag = None,
+        idempotency_key: KeyFlag = None,
         as_json: JsonFlag = False,
     ) -> None:
-        """Start a run and return its id at once; follow it with `run get` / `run logs`."""
-        result = guarded(lambda: tools.start_run(spec))
-        emit(
-            result.model_dump(mode="json"),
-            as_json,
-            lambda r: console.print(
-                f"started [bold]{r['run_id']}[/bold] on {r['backend']}; "
-                f"follow it: posttrain run logs {r['run_id']} --follow"
-            ),
-        )
+        """Start a run (same as `posttrain launch`); returns its id at once."""
+        launch_command(spec, confirm, idempotency_key, as_json)
 
     @run_app.command("list")
     def run_list(
@@ -228,7 +267,7 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (~3 min)."""
         from posttrain.demo import demo_spec
 
-        started = guarded(lambda: tools.start_run(demo_spec(steps, warmstart_steps, seed)))
+        started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
         run_id = started.run_id
         if not as_json:
             console.print(

@@ -5,14 +5,15 @@ import statistics
 import pytest
 
 from posttrain.demo import demo_spec
-from posttrain.tools.runs import get_run, sample_traces, start_run
+from posttrain.tools.launch import launch
+from posttrain.tools.runs import get_run, sample_traces
 from tests.conftest import kill_leftover_runs, wait_for
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_demo_run_learns_to_rhyme(home):
-    run_id = start_run(demo_spec()).run_id
+    run_id = launch(demo_spec()).run_id
     try:
         wait_for(
             lambda: get_run(run_id).status in ("succeeded", "failed", "cancelled"),

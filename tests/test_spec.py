@@ -69,7 +69,7 @@ def test_a_missing_or_malformed_spec_file_is_a_clear_error(tmp_path):
 
 
 def test_a_missing_dataset_column_is_refused_before_anything_starts(tmp_path, home):
-    from posttrain.tools.runs import start_run
+    from posttrain.tools.launch import launch
 
     data = tmp_path / "qa.jsonl"
     data.write_text('{"question": "why?", "answer": "because"}\n')
@@ -85,5 +85,5 @@ def test_a_missing_dataset_column_is_refused_before_anything_starts(tmp_path, ho
         match=r"dataset column 'reference' is missing .* \['answer', "
         r"'question'\]",
     ):
-        start_run(spec)
+        launch(spec)
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())

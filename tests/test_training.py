@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.tools.runs import cancel_run, get_run, list_runs, sample_traces, start_run, tail_logs
+from posttrain.tools.launch import launch
+from posttrain.tools.runs import cancel_run, get_run, list_runs, sample_traces, tail_logs
 from tests.conftest import kill_leftover_runs, wait_for
 
 pytestmark = pytest.mark.slow
@@ -73,7 +74,7 @@ def module_home(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(module_home):
     """A GRPO and an SFT run, trained side by side, both finished."""
-    ids = {"grpo": start_run(GRPO).run_id, "sft": start_run(SFT).run_id}
+    ids = {"grpo": launch(GRPO).run_id, "sft": launch(SFT).run_id}
     for run_id in ids.values():
         wait_for(lambda r=run_id: finished(r), timeout_s=300)
     return ids
@@ -143,7 +144,7 @@ def started_training(run_id: str, min_step: int = 2):
 
 
 def test_a_sigkilled_trainer_ends_failed_with_its_cause_and_keeps_its_events(module_home):
-    run_id = start_run(LONG).run_id
+    run_id = launch(LONG).run_id
     wait_for(lambda: started_training(run_id), timeout_s=120)
     run_dir = module_home / "runs" / run_id
     trainer = json.loads((run_dir / "process.json").read_text())["trainer_pid"]
@@ -157,7 +158,7 @@ def test_a_sigkilled_trainer_ends_failed_with_its_cause_and_keeps_its_events(mod
 
 
 def test_a_cancelled_run_stops_after_its_step_and_saves(module_home):
-    run_id = start_run(LONG).run_id
+    run_id = launch(LONG).run_id
     wait_for(lambda: started_training(run_id), timeout_s=120)
     result = cancel_run(run_id)
     assert result.stopped and "killed" not in result.how

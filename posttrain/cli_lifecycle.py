@@ -1,0 +1,138 @@
+"""`posttrain plan | data check | smoke | launch | skills install`: the lifecycle verbs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.cli_runs import ConfirmFlag, KeyFlag, launch_command
+
+SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
+
+
+def register(app: typer.Typer) -> None:
+    data_app = typer.Typer(
+        help="Datasets: inspect what the trainer will see.", no_args_is_help=True
+    )
+    app.add_typer(data_app, name="data")
+    skills_app = typer.Typer(
+        help="Agent skills that teach the training lifecycle.", no_args_is_help=True
+    )
+    app.add_typer(skills_app, name="skills")
+
+    @app.command("plan")
+    def plan_command(spec: SpecArg, as_json: JsonFlag = False) -> None:
+        """Validate a spec, resolve its defaults, and estimate its cost (free)."""
+        from posttrain.tools.plan import plan
+
+        result = guarded(lambda: plan(spec))
+
+        def render(r: dict[str, Any]) -> None:
+            c = r["cost"]
+            console.print(
+                f"spec {r['spec_id']}: {r['spec']['model']['name']} "
+                f"{r['spec']['algorithm']['kind']}, {r['spec']['algorithm']['steps']} "
+                f"steps on {c['backend']}"
+            )
+            where = f"{c['gpu_count']}x {c['gpu']}" if c["gpu"] else "this machine"
+            console.print(
+                f"estimated {c['expected_s'] / 60:.1f} min on {where}: "
+                f"${c['expected_usd']:.2f}; worst case (whole timeout "
+                f"{c['timeout_s'] / 60:.0f} min) ${c['worst_case_usd']:.2f}; prices "
+                f"as of {c['prices_as_of']}"
+            )
+            if r["fit"]:
+                f = r["fit"]
+                console.print(
+                    f"memory: needs ~{f['need_gb']} GB of {f['have_gb']} GB "
+                    f"({'fits' if f['fits'] else 'DOES NOT FIT'})"
+                )
+            for w in r["warnings"]:
+                console.print(f"[yellow]warning:[/yellow] {w}")
+
+        emit(result.model_dump(mode="json"), as_json, render)
+
+    @data_app.command("check")
+    def data_check(spec: SpecArg, as_json: JsonFlag = False) -> None:
+        """Rows, rendered samples, token lengths, schema problems and holdout overlap."""
+        from posttrain.tools.data import check_dataset
+
+        report = guarded(lambda: check_dataset(spec))
+
+        def render(r: dict[str, Any]) -> None:
+            console.print(
+                f"{r['source']}: {r['rows_total']} rows, {r['rows_after_filters']} "
+                f"after filters; {r['train_rows']} train, {r['holdout_rows']} held out"
+            )
+            console.print(f"tokenizer: {r['tokenizer']}")
+            table = Table("tokens", "p50", "p90", "p99", "max")
+            for name in ("prompt_tokens", "reference_tokens"):
+                if r[name]:
+                    p = r[name]
+                    table.add_row(
+                        name.split("_")[0], *(str(p[k]) for k in ("p50", "p90", "p99", "max"))
+                    )
+            console.print(table)
+            for i, sample in enumerate(r["samples"]):
+                console.rule(f"sample {i + 1}")
+                console.print(sample, highlight=False, markup=False)
+            for p in r["problems"]:
+                console.print(f"[yellow]problem:[/yellow] {p}")
+            if r["holdout_overlap"]:
+                console.print(
+                    f"[yellow]holdout overlap:[/yellow] {r['holdout_overlap']} held-out "
+                    f"prompts also occur in training, e.g. {r['overlap_examples'][:2]}"
+                )
+
+        emit(report.model_dump(mode="json"), as_json, render)
+
+    @app.command("smoke")
+    def smoke(
+        spec: SpecArg,
+        steps: Annotated[int, typer.Option(min=1, max=50, help="Steps after the proof step.")] = 4,
+        backend: Annotated[str, typer.Option(help="local (free) or modal (costs money).")] = (
+            "local"
+        ),
+        confirm: ConfirmFlag = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """A proof step and a few steps of the spec, local and free by default."""
+        import json
+
+        from posttrain.spec import load_spec
+
+        def spec_with_backend() -> dict[str, Any]:
+            data = json.loads(load_spec(spec).to_json())
+            data["compute"]["backend"] = backend
+            return data
+
+        launch_command(guarded(spec_with_backend), confirm, None, as_json, smoke_steps=steps)
+
+    @app.command("launch")
+    def launch(
+        spec: SpecArg,
+        confirm: ConfirmFlag = None,
+        idempotency_key: KeyFlag = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Start the full run; a human approves any spend (prompt, or a token to pass back)."""
+        launch_command(spec, confirm, idempotency_key, as_json)
+
+    @skills_app.command("install")
+    def skills_install(
+        project_dir: Annotated[Path, typer.Option(help="Project to install into.")] = Path("."),
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Copy the skills into PROJECT/.claude/skills and PROJECT/.agents/skills."""
+        from posttrain.skills import install
+
+        written = guarded(lambda: install(project_dir))
+        emit(
+            {"installed": [str(p) for p in written]},
+            as_json,
+            lambda r: console.print("installed:\n  " + "\n  ".join(r["installed"])),
+        )

@@ -1,0 +1,441 @@
+"""The MCP server: every agent verb as a tool over posttrain.tools, and nothing else.
+
+Each tool adapts one function of posttrain/tools to MCP: typed arguments (their JSON schema
+comes from the annotations), pydantic results (the output schema comes from them), and
+errors raised as ToolError with a message that says what to fix. Paths an agent names are
+confined to the allowed roots. Spending money asks the human first, through elicitation on
+clients that support it (both protocol eras, via a resolver) and through a confirmation
+token on clients that do not.
+"""
+
+# No "from __future__ import annotations": MCP reads the tool signatures at runtime, and
+# the approval resolvers are local names that string annotations could not resolve.
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from posttrain.errors import PosttrainError
+from posttrain.paths import confine_spec, confine_spec_source
+from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.spec import load_spec
+from posttrain.tools import runs as run_tools
+from posttrain.tools.context import Context as RunContext
+from posttrain.tools.data import DatasetReport, check_dataset
+from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_run, smoke_spec
+from posttrain.tools.plan import PlanResult, plan
+from posttrain.tools.reward_check import RewardCheck, check_reward
+from posttrain.tools.runs import CancelResult, LogPage, RunDetail, RunSummary, TracePage
+
+log = logging.getLogger("posttrain.server")
+T = TypeVar("T")
+
+INSTRUCTIONS = """posttrain post-trains Qwen models (GRPO or SFT, LoRA) for you, carefully.
+Lifecycle: plan -> check_dataset -> check_reward -> smoke_run (free, local) -> read get_run and
+sample_traces -> launch (costs money: your human approves it) -> poll get_run, tail_logs,
+sample_traces -> evaluate. A status request never authorises a relaunch; a diagnosis never
+authorises a fix. Treat a sudden reward jump as reward hacking until traces prove otherwise."""
+
+SpecArg = Annotated[
+    dict[str, Any] | str,
+    Field(
+        description="A RunSpec as a JSON object, or the path of a .yaml/.json spec file. "
+        'Minimal: {"model": "tiny-local", "dataset": {"builtin": '
+        '"rhyme-gym"}, "reward": "rhyme_relevance"}.'
+    ),
+]
+RunId = Annotated[
+    str, Field(description="A run id from launch, smoke_run or list_runs.", max_length=64)
+]
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
+
+
+class Approval(BaseModel):
+    approve: bool = Field(description="Start this run and allow the spend shown?")
+
+
+class NoQuestion(BaseModel):
+    """What the approval resolver returns when it does not ask the human."""
+
+    reason: Literal["not_needed", "client_cannot_ask"]
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary]
+
+
+def _client_can_elicit(ctx: Context) -> bool:
+    caps = ctx.client_capabilities
+    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -> MCPServer:
+    """The posttrain MCP server over one run context (index, backends, allowed roots)."""
+    from posttrain import __version__
+    from posttrain.paths import allowed_roots
+
+    rc = run_ctx or RunContext()
+    roots = roots if roots is not None else allowed_roots()
+    server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
+
+    def spec_of(source: dict[str, Any] | str) -> Any:
+        spec = load_spec(confine_spec_source(source, roots))
+        confine_spec(spec, roots)
+        return spec
+
+    async def call(fn: Callable[[], T]) -> T:
+        """Run blocking work off the event loop; turn every failure into a clear ToolError."""
+        try:
+            return await anyio.to_thread.run_sync(fn)
+        except PosttrainError as exc:
+            raise ToolError(str(exc)) from None
+        except ToolError:
+            raise
+        except Exception as exc:  # the server must stay up: report, log, carry on
+            log.error("tool failed unexpectedly:\n%s", traceback.format_exc())
+            raise ToolError(
+                f"internal error ({type(exc).__name__}: {exc}); the server is "
+                f"still running, and the details are in its log"
+            ) from None
+
+    # -- approval ------------------------------------------------------------------------
+    def ask_to_launch(
+        spec: SpecArg,
+        ctx: Context,
+        confirmation_token: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        try:
+            q = human_question(spec_of(spec), confirmation_token, idempotency_key, rc)
+        except Exception:  # a bad spec is reported by the tool body, with its message
+            q = None
+        if q is None:
+            return NoQuestion(reason="not_needed")
+        if not _client_can_elicit(ctx):
+            return NoQuestion(reason="client_cannot_ask")
+        return Elicit(q, Approval)
+
+    def ask_to_smoke(
+        spec: SpecArg,
+        ctx: Context,
+        backend: str = "local",
+        steps: int = 4,
+        confirmation_token: str | None = None,
+    ) -> Any:
+        if backend == "local":
+            return NoQuestion(reason="not_needed")
+        try:
+            q = human_question(
+                smoke_spec(spec_of(spec), steps, backend), confirmation_token, None, rc
+            )
+        except Exception:
+            q = None
+        if q is None:
+            return NoQuestion(reason="not_needed")
+        return (
+            Elicit(q, Approval)
+            if _client_can_elicit(ctx)
+            else NoQuestion(reason="client_cannot_ask")
+        )
+
+    def decision_of(outcome: Any) -> Literal["approved", "declined"] | None:
+        if isinstance(outcome, AcceptedElicitation):
+            data = outcome.data
+            if isinstance(data, Approval):
+                return "approved" if data.approve else "declined"
+            if isinstance(data, dict) and "approve" in data:
+                return "approved" if data["approve"] else "declined"
+            return None  # NoQuestion: nobody was asked
+        return "declined"  # declined or cancelled the elicitation
+
+    # -- tools ---------------------------------------------------------------------------
+    @server.tool(name="plan", annotations=READ_ONLY)
+    async def plan_run(spec: SpecArg) -> PlanResult:
+        """Validate a training spec and estimate its cost before anything runs.
+
+        Returns the resolved spec (all defaults filled in), its stable id, the expected and
+        worst-case cost (GPU $/s x GPUs x time; the worst case is the whole timeout), whether
+        the model fits the GPU's memory, and warnings. Free; use it first and after every
+        change to the spec.
+        """
+        return await call(lambda: plan(spec_of(spec)))
+
+    @server.tool(name="check_dataset", annotations=READ_ONLY)
+    async def check_dataset_(spec: SpecArg) -> DatasetReport:
+        """Inspect the data a spec trains on, exactly as the trainer will see it.
+
+        Row counts (before/after filters, train/holdout), three rows rendered through the
+        model's chat template, prompt and reference token-length percentiles, schema problems
+        (empty prompts, duplicate ids), and held-out prompts that also occur in training.
+        Free and local; run it before check_reward.
+        """
+        return await call(lambda: check_dataset(spec_of(spec)))
+
+    @server.tool(name="check_reward", annotations=READ_ONLY)
+    async def check_reward_(
+        reward: Annotated[
+            str,
+            Field(
+                description="Registry name (rhyme, relevance, "
+                "rhyme_relevance, tool_call) or path/to/file.py:function."
+            ),
+        ],
+        params: Annotated[dict[str, Any] | None, Field(description="Reward parameters.")] = None,
+        spec: Annotated[
+            dict[str, Any] | str | None,
+            Field(description="Probe on this spec's training rows (give spec or data)."),
+        ] = None,
+        data: Annotated[
+            str | None, Field(description="Or a .jsonl/.json/.parquet/.csv file.")
+        ] = None,
+        honest_column: Annotated[
+            str | None, Field(description="Column of known-good answers to compare probes against.")
+        ] = None,
+        rows: Annotated[int, Field(ge=1, le=256, description="Rows to probe.")] = 32,
+    ) -> RewardCheck:
+        """Probe a reward for exploits before any GPU time: the cheapest bug to catch.
+
+        Scores thirteen gaming strategies (empty answers, one-word lines, the same end word
+        repeated, the prompt copied back, rhyming gibberish, off-topic verse...) beside honest
+        answers, flags every probe that scores as high, and warns when the reward is all-zero,
+        all-one or constant (the sign of a reward reading the wrong field). A reward file runs
+        in a separate process with a time limit. Free and local.
+        """
+
+        def body() -> RewardCheck:
+            from posttrain.paths import confine, confine_reward
+
+            confine_reward(reward, roots)
+            if data is not None:
+                confine(data, "data file", roots)
+            return check_reward(
+                reward,
+                params,
+                spec=spec_of(spec) if spec is not None else None,
+                data=data,
+                honest_column=honest_column,
+                rows=rows,
+            )
+
+        return await call(body)
+
+    @server.tool(
+        name="smoke_run",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True),
+    )
+    async def smoke_run_(
+        spec: SpecArg,
+        ctx: Context,
+        approval: Annotated[ElicitationResult[Approval], Resolve(ask_to_smoke)],
+        steps: Annotated[int, Field(ge=1, le=50, description="Steps after the proof step.")] = 4,
+        backend: Annotated[
+            Literal["local", "modal"],
+            Field(description="local: free, on this machine (default); modal: costs money."),
+        ] = "local",
+        confirmation_token: Annotated[
+            str | None, Field(description="For a modal smoke run: the token your human approved.")
+        ] = None,
+    ) -> LaunchResult:
+        """Prove the pipeline works: a proof step, then a few steps, of the same spec.
+
+        Local and free by default (the tiny model trains on the CPU; a real model needs
+        backend modal, which costs money and asks your human first). Returns a run id within
+        seconds; then poll get_run until it ends and read sample_traces before any launch.
+        """
+        result = await call(
+            lambda: smoke_run(
+                spec_of(spec), steps, backend, confirmation_token, decision_of(approval), rc
+            )
+        )
+        if result.run_id and result.status == "started":
+            await _report_start(ctx, result.run_id)
+        return result
+
+    @server.tool(
+        name="launch",
+        annotations=ToolAnnotations(
+            readOnlyHint=False, destructiveHint=True, openWorldHint=True, idempotentHint=True
+        ),
+    )
+    async def launch_(
+        spec: SpecArg,
+        ctx: Context,
+        approval: Annotated[ElicitationResult[Approval], Resolve(ask_to_launch)],
+        confirmation_token: Annotated[
+            str | None,
+            Field(
+                description="From an earlier needs_confirmation result, after your human "
+                "approved it. Valid 15 minutes, once, for the same spec."
+            ),
+        ] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                max_length=128,
+                description="Launching twice with one key starts one run "
+                "(default: the spec id, while its run is live).",
+            ),
+        ] = None,
+    ) -> LaunchResult:
+        """Start the full training run. Spends GPU money: your human approves it first.
+
+        Asks the human directly when the client supports elicitation; otherwise returns
+        status needs_confirmation with a token: ask your human, then call again with it.
+        Budget caps refuse a launch whatever was approved. Run smoke_run and read its traces
+        first. Returns within seconds; poll get_run.
+        """
+        result = await call(
+            lambda: launch(
+                spec_of(spec), confirmation_token, idempotency_key, decision_of(approval), rc
+            )
+        )
+        if result.run_id and result.status == "started":
+            await _report_start(ctx, result.run_id)
+        return result
+
+    async def _report_start(ctx: Context, run_id: str, wait_s: float = 5.0) -> None:
+        """Progress notifications for the first seconds of a local run, stage by stage (a
+        remote run reports once: it takes minutes to reach its first stage)."""
+        row = rc.index.get(run_id)
+        if row is not None and row["backend"] != "local":
+            wait_s = 0.0
+        deadline, last = time.time() + wait_s, None
+        while True:
+            detail = await call(lambda: run_tools.get_run(run_id, ctx=rc))
+            if detail.stage != last:
+                last = detail.stage
+                await ctx.report_progress(
+                    detail.step,
+                    detail.total_steps,
+                    f"{run_id}: {detail.status}, stage {detail.stage}",
+                )
+            if (
+                detail.status in FINAL_STATUSES
+                or detail.stage in ("training", "warmstart")
+                or time.time() >= deadline
+            ):
+                return
+            await anyio.sleep(0.5)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_runs(
+        status: Annotated[
+            Literal["queued", "running", "stalled", "succeeded", "failed", "cancelled"] | None,
+            Field(description="Only this status."),
+        ] = None,
+        since_s: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=365 * 86400,
+                description=("Only runs created in the last this many seconds."),
+            ),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=1000)] = 50,
+    ) -> RunList:
+        """List runs, newest first, with status, step, reward now and best."""
+        return RunList(runs=await call(lambda: run_tools.list_runs(status, since_s, limit, rc)))
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_run(
+        run_id: RunId,
+        verbose: Annotated[bool, Field(description="Include per-step metrics.")] = False,
+    ) -> RunDetail:
+        """Status of one run: stage, step/total, reward now/best/trend, elapsed time, cost so
+        far, stalled flag, cause of failure, checkpoints, and health warnings (reward jumps,
+        length collapse, repeated end words, zero-variance groups). Poll this; it is cheap."""
+        return await call(lambda: run_tools.get_run(run_id, verbose, rc))
+
+    @server.tool(annotations=READ_ONLY)
+    async def tail_logs(
+        run_id: RunId,
+        tail: Annotated[int, Field(ge=1, le=2000, description="Last N lines.")] = 50,
+        after: Annotated[
+            int | None, Field(ge=0, description="Cursor from a previous call: only newer lines.")
+        ] = None,
+        search: Annotated[
+            str | None, Field(max_length=200, description="Full-text search.")
+        ] = None,
+        follow_s: Annotated[
+            float,
+            Field(
+                ge=0, le=60, description="Wait up to this long for new lines when there are none."
+            ),
+        ] = 0.0,
+    ) -> LogPage:
+        """A run's log lines: the last N, a search, or new lines after a cursor (bounded
+        follow). Read it when get_run shows a failure or a stall."""
+        return await call(lambda: run_tools.tail_logs(run_id, tail, after, search, follow_s, rc))
+
+    @server.tool(annotations=READ_ONLY)
+    async def sample_traces(
+        run_id: RunId,
+        steps: Annotated[
+            str,
+            Field(
+                max_length=200,
+                description=("first, last, step numbers and ranges: 'first,last' or '1,40-60'."),
+            ),
+        ] = "first,last",
+        n: Annotated[int, Field(ge=1, le=64, description="Samples per step.")] = 4,
+        order: Annotated[
+            Literal["best", "worst", "random"],
+            Field(description="best: what the reward loves (hunt hacks); worst: what it punishes."),
+        ] = "best",
+    ) -> TracePage:
+        """Real completions side by side with their reward components, an early step beside
+        a late one. Read them at every stage: a rising reward proves nothing until the
+        outputs are good."""
+        return await call(lambda: run_tools.sample_traces(run_id, steps, n, order, ctx=rc))
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True))
+    async def evaluate(run_id: RunId) -> RunDetail:
+        """Compare the trained model with the base model on held-out tasks, with statistics.
+        Not built yet."""
+        raise ToolError(
+            "evaluate is not built yet (it arrives with issue 6: base vs trained on the holdout "
+            "with a noise floor and a verdict). Until then, compare sample_traces of the first "
+            "and last steps, and get_run's reward trend"
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            readOnlyHint=False, destructiveHint=True, openWorldHint=True, idempotentHint=True
+        )
+    )
+    async def cancel_run(run_id: RunId) -> CancelResult:
+        """Stop a run after its current step (killed if it does not stop within 20 s) and
+        report whether it really stopped. Only when your human asked for it."""
+        return await call(lambda: run_tools.cancel_run(run_id, ctx=rc))
+
+    # -- resources -----------------------------------------------------------------------
+    @server.resource("posttrain://runs", mime_type="application/json")
+    def runs_resource() -> str:
+        """Every run, newest first."""
+        return run_tools.dumps(run_tools.list_runs(limit=1000, ctx=rc))
+
+    @server.resource("posttrain://runs/{run_id}", mime_type="application/json")
+    def run_resource(run_id: str) -> str:
+        """One run with its per-step metrics."""
+        try:
+            return run_tools.get_run(run_id, verbose=True, ctx=rc).model_dump_json(indent=2)
+        except PosttrainError as exc:
+            raise ValueError(str(exc)) from None
+
+    return server

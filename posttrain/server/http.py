@@ -1,0 +1,84 @@
+"""Serving MCP over streamable HTTP: loopback by default, a bearer token anywhere else.
+
+Host and Origin headers are checked (DNS rebinding: a web page must not reach a server on
+localhost through a hostile domain), and any address other than loopback requires a bearer
+token, compared in constant time. The token comes from the environment, never from a flag
+(flags show up in process listings).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+
+from posttrain.errors import ConfigError
+
+TOKEN_ENV = "POSTTRAIN_SERVER_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def security(host: str, port: int) -> TransportSecuritySettings:
+    hosts = {f"{host}:{port}", host}
+    if is_loopback(host):
+        hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+    origins = [f"http://{h}" for h in sorted(hosts)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=origins
+    )
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = json.dumps({"error": "missing or wrong bearer token"}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="posttrain"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: Any, host: str, port: int, token: str | None) -> Any:
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"refusing to serve on {host}, which is not loopback, without a bearer token: set "
+            f"{TOKEN_ENV} to a long random secret (clients send it as 'Authorization: Bearer "
+            f"...'), or bind 127.0.0.1"
+        )
+    app = server.streamable_http_app(transport_security=security(host, port), host=host)
+    return BearerAuth(app, token) if token else app
+
+
+def serve_http(server: Any, host: str, port: int, token: str | None) -> None:
+    import uvicorn
+
+    # The app's lifespan runs the MCP session manager.
+    uvicorn.run(http_app(server, host, port, token), host=host, port=port, log_level="warning")

@@ -1,0 +1,155 @@
+"""The real MCP server through the real mcp.Client: in memory, over stdio, over HTTP, in both
+protocol eras, driving the lifecycle on the tiny local model."""
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from posttrain.server.app import build_server
+from tests.conftest import kill_leftover_runs
+
+pytestmark = pytest.mark.slow
+
+MODES = ("legacy", "2026-07-28")
+VERBS = {
+    "plan",
+    "check_dataset",
+    "check_reward",
+    "smoke_run",
+    "launch",
+    "list_runs",
+    "get_run",
+    "tail_logs",
+    "sample_traces",
+    "evaluate",
+    "cancel_run",
+}
+SMOKE_SPEC = {
+    "model": "tiny-local",
+    "dataset": {"builtin": "rhyme-gym", "n_rows": 100, "system_prompt": "answer in rhyme"},
+    "reward": "rhyme",
+    "algorithm": {
+        "lora": None,
+        "learning_rate": 5e-4,
+        "max_completion_length": 24,
+        "traces": {"samples": 3},
+    },
+}
+
+
+async def lifecycle(client: Client, seed: int) -> dict:
+    """The agent's path: list, plan, check the reward, smoke, poll, read logs and traces."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == VERBS
+    assert tools["get_run"].annotations.read_only_hint is True
+    assert tools["launch"].annotations.destructive_hint is True
+    assert tools["launch"].annotations.open_world_hint is True
+    assert tools["cancel_run"].annotations.destructive_hint is True
+    assert all(t.output_schema for t in tools.values())
+    spec = {**SMOKE_SPEC, "algorithm": {**SMOKE_SPEC["algorithm"], "seed": seed}}
+
+    planned = await client.call_tool("plan", {"spec": spec})
+    assert not planned.is_error and planned.structured_content["cost"]["worst_case_usd"] == 0
+    reward = await client.call_tool(
+        "check_reward",
+        {"reward": "rhyme", "data": "examples/rhyme_qa.jsonl", "honest_column": "verse", "rows": 6},
+    )
+    assert not reward.is_error and "one_word_lines" not in reward.structured_content["flagged"]
+
+    smoke = await client.call_tool("smoke_run", {"spec": spec})
+    assert not smoke.is_error, smoke.content
+    run_id = smoke.structured_content["run_id"]
+    assert smoke.structured_content["approved_by"] == "free"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        got = (await client.call_tool("get_run", {"run_id": run_id})).structured_content
+        if got["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        await asyncio.sleep(1)
+    assert got["status"] == "succeeded", got["cause"]
+    assert got["step"] == 5 and got["total_steps"] == 5
+
+    logs = (await client.call_tool("tail_logs", {"run_id": run_id, "tail": 5})).structured_content
+    assert logs["lines"][-1]["message"] == "run succeeded"
+    traces = (await client.call_tool("sample_traces", {"run_id": run_id})).structured_content
+    assert set(traces["steps"]) == {"1", "5"} and len(traces["steps"]["5"]) == 3
+    listed = (await client.call_tool("list_runs", {})).structured_content["runs"]
+    assert run_id in {r["run_id"] for r in listed}
+    resource = await client.read_resource(f"posttrain://runs/{run_id}")
+    assert '"metrics"' in resource.contents[0].text
+    return got
+
+
+@pytest.fixture
+def served_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(__file__)))
+    yield home
+    kill_leftover_runs(home)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_in_memory_client_drives_the_lifecycle(served_home, mode):
+    async def main():
+        async with Client(build_server(), mode=mode) as client:
+            await lifecycle(client, seed=1)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stdio_client_drives_the_lifecycle(served_home, mode):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "posttrain.cli", "serve"],
+        env={**os.environ, "POSTTRAIN_HOME": str(served_home)},
+        cwd=os.getcwd(),
+    )
+
+    async def main():
+        async with Client(params, mode=mode) as client:
+            await lifecycle(client, seed=2)
+
+    asyncio.run(main())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(served_home):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "posttrain.cli", "serve", "--http", "--port", str(port)],
+        env={**os.environ, "POSTTRAIN_HOME": str(served_home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_http_client_drives_the_lifecycle(http_server, mode):
+    async def main():
+        async with Client(http_server, mode=mode) as client:
+            await lifecycle(client, seed=3)
+
+    asyncio.run(main())
