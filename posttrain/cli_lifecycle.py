@@ -23,6 +23,24 @@ def register(app: typer.Typer) -> None:
         help="Agent skills that teach the training lifecycle.", no_args_is_help=True
     )
     app.add_typer(skills_app, name="skills")
+    modal_app = typer.Typer(
+        help="Modal: deploy the GPU functions runs are launched on.", no_args_is_help=True
+    )
+    app.add_typer(modal_app, name="modal")
+
+    @modal_app.command("deploy")
+    def modal_deploy() -> None:
+        """Deploy posttrain's Modal app (once, and again after upgrading posttrain)."""
+        import subprocess
+        import sys
+
+        from posttrain.runs.modal_backend import ModalBackend
+
+        guarded(ModalBackend().check_configured)
+        code = subprocess.run(
+            [sys.executable, "-m", "modal", "deploy", "-m", "posttrain.gpu.modal_app"], check=False
+        ).returncode
+        raise typer.Exit(code)
 
     @app.command("plan")
     def plan_command(spec: SpecArg, as_json: JsonFlag = False) -> None:

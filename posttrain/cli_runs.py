@@ -244,6 +244,18 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
 
         emit(page.model_dump(mode="json"), as_json, render)
 
+    @run_app.command("pull")
+    def run_pull(
+        run_id: str,
+        out: Annotated[Path | None, typer.Option(help="Folder (default ./RUN_ID-final).")] = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Download a run's final adapter (or weights), from this machine or the Modal Volume."""
+        files = guarded(lambda: tools.pull_run(run_id, out or Path(f"{run_id}-final")))
+        emit(
+            files, as_json, lambda r: console.print(f"wrote {len(r['files'])} files to {r['out']}")
+        )
+
     @run_app.command("cancel")
     def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
         """Stop a run (after its current step; killed if it does not stop in 20 s)."""

@@ -194,7 +194,7 @@ class TraceSpec(Strict):
 
     every: Annotated[int, Field(ge=0, le=100_000)] = 10  # 0: first and last step only
     steps: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)  # also these
-    samples: Annotated[int, Field(ge=1, le=256)] = 8
+    samples: Annotated[int, Field(ge=0, le=256)] = 8  # 0: keep no traces
 
 
 class WarmStartSpec(Strict):
@@ -274,6 +274,18 @@ class RunSpec(Strict):
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     budget_usd: Annotated[float, Field(ge=0)] | None = None
+    resume_from: str | None = Field(
+        None, description="A run id: continue from its last checkpoint at the next step."
+    )
+
+    @field_validator("resume_from")
+    @classmethod
+    def _run_id(cls, run_id: str | None) -> str | None:
+        from posttrain.runs.layout import RUN_ID
+
+        if run_id is not None and not RUN_ID.match(run_id):
+            raise ValueError(f"resume_from '{run_id}' is not a run id (e.g. run-261130-1200-ab12)")
+        return run_id
 
     @model_validator(mode="before")
     @classmethod

@@ -40,5 +40,11 @@ class PaidBackendDouble:
     def reconcile(self, run_dir: Path) -> bool:
         return False
 
+    def cost_usd(self, row: dict[str, Any]) -> float:
+        return 0.0
+
+    def unreachable(self, run_dir: Path) -> str | None:
+        return None
+
     def cancel(self, run_dir: Path, grace_s: float = 0) -> dict[str, Any]:
         return {"stopped": True, "how": "double", "forced": False}

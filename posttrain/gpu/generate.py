@@ -50,3 +50,73 @@ def sample(
         model.train(was_training)
     new_tokens = out[:, batch["input_ids"].shape[1] :]
     return tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+
+
+def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
+    """The run's base model and tokenizer, and whether its result is a LoRA adapter.
+
+    The base is what training started from: the warm-start model when there was one, else
+    the spec's model. A LoRA run's trained arm is the base with final/ attached; a full
+    fine-tune's trained arm is the weights in final/.
+    """
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    from posttrain.gpu.train import Device, load_tokenizer, resolve_model
+    from posttrain.runs.layout import SPEC
+    from posttrain.spec import load_spec
+
+    run_dir = Path(run_dir)
+    spec = load_spec(run_dir / SPEC)
+    base_path = run_dir / "warmstart" if (run_dir / "warmstart").is_dir() else resolve_model(spec)
+    device = Device.detect()
+    model = AutoModelForCausalLM.from_pretrained(str(base_path), **device.model_kwargs())
+    model.to("cuda" if device.cuda else "cpu")
+    return (
+        model,
+        load_tokenizer(str(base_path)),
+        (run_dir / "final" / "adapter_config.json").is_file(),
+    )
+
+
+def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    """Base passes (one per seed), then the trained pass, through one code path.
+
+    job: prompts (chat messages), k (samples per prompt), base_seeds, trained_seed,
+    max_new_tokens, temperature, template_kwargs. Returns {"base": [pass][prompt][k],
+    "trained": [prompt][k]}. The base passes run before the adapter is attached, so they
+    can never see it (peft wraps the model in place).
+    """
+    from pathlib import Path
+
+    from posttrain.runs.layout import check_run_id
+
+    run_dir = Path(root) / check_run_id(run_id)
+    model, tokenizer, is_adapter = load_arms(run_dir)
+    prompts, k = job["prompts"], int(job["k"])
+    settings = {
+        "max_new_tokens": int(job["max_new_tokens"]),
+        "temperature": float(job["temperature"]),
+        "template_kwargs": job.get("template_kwargs") or {},
+        "num_return_sequences": k,
+    }
+
+    def one_pass(m: Any, seed: int) -> list[list[str]]:
+        flat = sample(m, tokenizer, prompts, seed=seed, **settings)
+        return [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
+
+    base = [one_pass(model, seed) for seed in job["base_seeds"]]
+    if is_adapter:
+        from peft import PeftModel
+
+        trained_model = PeftModel.from_pretrained(model, str(run_dir / "final"))
+    else:
+        from transformers import AutoModelForCausalLM
+
+        from posttrain.gpu.train import Device
+
+        trained_model = AutoModelForCausalLM.from_pretrained(
+            str(run_dir / "final"), **Device.detect().model_kwargs()
+        ).to(model.device)
+    return {"base": base, "trained": one_pass(trained_model, int(job["trained_seed"]))}

@@ -48,6 +48,11 @@ class Reporter:
 
     # -- signals and liveness ------------------------------------------------------------
     def install_signal_handlers(self) -> None:
+        """SIGTERM means "stop after this step" (only the main thread may set handlers; a
+        trainer run in a thread is stopped through cancel.request instead)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
         def on_term(signum: int, frame: Any) -> None:
             self.cancel_requested = True
 
@@ -129,6 +134,8 @@ def one_line_cause(exc: BaseException) -> str:
 
 def trace_steps(spec: TraceSpec, total: int) -> set[int]:
     """Steps that keep traces: the first, the last, every `every`, and any listed."""
+    if spec.samples == 0:
+        return set()
     steps = {1, total, *spec.steps}
     if spec.every:
         steps |= set(range(spec.every, total + 1, spec.every))
@@ -230,12 +237,14 @@ class ReportingCallback(TrainerCallback):
         self.on_step = on_step  # extra per-step work (SFT traces)
         self._step_started = time.perf_counter()
         self._tokens_seen = 0.0
+        self._proven = False  # the first step this process runs is its proof step
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.phase == "train" and state.global_step == 1:
+        if self.phase == "train" and not self._proven:
+            self._proven = True
             self.reporter.events.write(
                 "proof_step",
                 durable=True,

@@ -179,6 +179,7 @@ def run_sft(
     scheduler: str,
     lora: bool,
     reward: Reward | None,
+    resume: str | None = None,
 ) -> Any:
     """SFT on conversational prompt/completion rows: the loss is on the completion only."""
     from datasets import Dataset
@@ -228,7 +229,7 @@ def run_sft(
         callbacks=[callback],
     )
     _silence_printer(trainer)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
@@ -305,6 +306,7 @@ def run_grpo(
     reporter: Reporter,
     device: Device,
     reward: Reward,
+    resume: str | None = None,
 ) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -345,7 +347,7 @@ def run_grpo(
         callbacks=[ReportingCallback(reporter, "train", tracing=tracing)],
     )
     _silence_printer(trainer)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
@@ -393,7 +395,15 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     data = preflight(spec, data, tokenizer, reward, reporter)
     reporter.check_cancel()
 
-    if a.kind == "grpo" and a.warmstart:
+    resume = None
+    if spec.resume_from:
+        resume, base = resume_source(spec, run_dir)
+        model_path = base or model_path
+        reporter.log(
+            f"resuming run {spec.resume_from} from {resume} (model {model_path}); "
+            f"training continues at step {checkpoint_step(resume) + 1}"
+        )
+    elif a.kind == "grpo" and a.warmstart:
         reporter.stage("warmstart")
         ws = a.warmstart
         trainer = run_sft(
@@ -424,7 +434,9 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
     if a.kind == "grpo":
-        trainer = run_grpo(spec, model_path, tokenizer, data.train, out, reporter, device, reward)
+        trainer = run_grpo(
+            spec, model_path, tokenizer, data.train, out, reporter, device, reward, resume
+        )
     else:
         trainer = run_sft(
             spec,
@@ -441,6 +453,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
             scheduler=a.lr_scheduler,
             lora=a.lora is not None,
             reward=reward,
+            resume=resume,
         )
 
     reporter.stage("saving")
@@ -456,6 +469,26 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         return "cancelled"
     reporter.result("succeeded", step=step, path="final")
     return "succeeded"
+
+
+def checkpoint_step(path: str | Path) -> int:
+    return int(Path(path).name.rsplit("-", 1)[1])
+
+
+def resume_source(spec: RunSpec, run_dir: Path) -> tuple[str, str | None]:
+    """The last checkpoint of the run to resume, and its base model folder (the warm-start
+    output when it had one, so the policy and the KL reference start where they did)."""
+    source = run_dir.parent / str(spec.resume_from)
+    if not source.is_dir():
+        raise ConfigError(f"resume_from: run '{spec.resume_from}' is not in {run_dir.parent}")
+    checkpoints = sorted((source / "checkpoints").glob("checkpoint-*"), key=checkpoint_step)
+    if not checkpoints:
+        raise ConfigError(
+            f"resume_from: run '{spec.resume_from}' saved no checkpoint (save_every 0, or it "
+            f"stopped before the first save); start a new run instead"
+        )
+    base = source / "warmstart"
+    return str(checkpoints[-1]), str(base) if base.is_dir() else None
 
 
 def _as_sft(rows: list[dict[str, Any]], spec: RunSpec) -> list[dict[str, Any]]:

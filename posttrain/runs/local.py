@@ -116,6 +116,24 @@ class LocalBackend:
         events.close()
         return True
 
+    def cost_usd(self, row: dict[str, Any]) -> float:
+        return 0.0  # this machine
+
+    def unreachable(self, run_dir: Path) -> str | None:
+        return None
+
+    def pull(self, run_dir: Path, out: Path) -> list[Path]:
+        """Copy the run's final adapter (or weights) to `out`."""
+        import shutil
+
+        from posttrain.errors import NotFoundError
+
+        final = run_dir / "final"
+        if not final.is_dir():
+            raise NotFoundError(f"run {run_dir.name} has no final/ yet (it saves at the end)")
+        shutil.copytree(final, out, dirs_exist_ok=True)
+        return sorted(p for p in out.rglob("*") if p.is_file())
+
     def cancel(self, run_dir: Path, grace_s: float = CANCEL_GRACE_S) -> dict[str, Any]:
         """Ask the trainer to stop after its step; SIGKILL it after grace_s. Reports whether
         the run really stopped and how."""

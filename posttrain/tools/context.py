@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import NotFoundError
-from posttrain.runs.layout import FINAL_STATUSES, check_run_id, home, runs_root
+from posttrain.runs.layout import FINAL_STATUSES, check_run_id, has_result, home, runs_root
 from posttrain.runs.local import LocalBackend
+from posttrain.runs.modal_backend import ModalBackend
 from posttrain.runs.store import Store
 
 STALL_AFTER_S = float(os.environ.get("POSTTRAIN_STALL_S", "180"))  # no event for this long
@@ -31,6 +32,7 @@ class Context:
         if self.store is None:
             self.store = Store(home() / "index.sqlite", root=self.root)
         self.backends.setdefault("local", LocalBackend(self.root))
+        self.backends.setdefault("modal", ModalBackend(self.root))
 
     @property
     def index(self) -> Store:
@@ -47,7 +49,8 @@ class Context:
                 continue
             backend = self.backends.get(row["backend"] or "local")
             if backend is not None and backend.reconcile(Path(row["run_dir"])):
-                self.index.ingest(Path(row["run_dir"]), final=True)
+                # the backend wrote or mirrored events: read them now
+                self.index.ingest(Path(row["run_dir"]), final=has_result(Path(row["run_dir"])))
 
     def run(self, run_id: str) -> dict[str, Any]:
         """The run's index row after a refresh, or NotFoundError."""
@@ -62,6 +65,10 @@ class Context:
 
     def backend(self, name: str) -> Any:
         return self.backends[name]
+
+    def cost_usd(self, row: dict[str, Any]) -> float:
+        backend = self.backends.get(row.get("backend") or "local")
+        return backend.cost_usd(row) if backend is not None else 0.0
 
 
 def is_stalled(row: dict[str, Any], now: float | None = None) -> bool:

@@ -56,6 +56,7 @@ class RunDetail(RunSummary):
     ended_at: float | None = None
     elapsed_s: float | None = None
     stalled: bool = False
+    unreachable: str | None = Field(None, description="Set while the backend cannot be reached.")
     cause: str | None = Field(None, description="Why the run failed or was cancelled.")
     trend: Trend = Field(default_factory=Trend)
     components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
@@ -109,7 +110,7 @@ def _status(row: dict[str, Any]) -> str:
     return "stalled" if is_stalled(row) else row["status"]
 
 
-def _summary_fields(row: dict[str, Any], now: float) -> dict[str, Any]:
+def _summary_fields(row: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
     return {
         "run_id": row["run_id"],
         "name": row["name"],
@@ -124,7 +125,7 @@ def _summary_fields(row: dict[str, Any], now: float) -> dict[str, Any]:
         "best_reward": row["best_reward"],
         "created_at": row["created_at"],
         "age_s": round(now - row["created_at"], 1) if row["created_at"] else None,
-        "cost_usd": 0.0,
+        "cost_usd": ctx.cost_usd(row),
     }
 
 
@@ -159,7 +160,7 @@ def list_runs(
     rows = ctx.index.list_runs(
         "running" if want_stalled else status, since, limit=max(1, min(limit, 1000))
     )
-    runs = [RunSummary(**_summary_fields(r, now)) for r in rows]
+    runs = [RunSummary(**_summary_fields(r, now, ctx)) for r in rows]
     return [r for r in runs if r.status == "stalled"] if want_stalled else runs
 
 
@@ -202,7 +203,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     start = row["started_at"] or row["created_at"]
     end = row["ended_at"] if row["status"] in FINAL_STATUSES else now
     return RunDetail(
-        **_summary_fields(row, now),
+        **_summary_fields(row, now, ctx),
         phase=row["phase"],
         warmstart_steps=row["warmstart_steps"],
         spec_id=row["spec_id"],
@@ -210,6 +211,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         ended_at=row["ended_at"],
         elapsed_s=round(end - start, 1) if start and end else None,
         stalled=is_stalled(row, now),
+        unreachable=ctx.backend(row["backend"] or "local").unreachable(Path(row["run_dir"])),
         cause=row["cause"],
         trend=trend(rewards),
         components=(metrics[-1].get("components") or {}) if metrics else {},
@@ -332,6 +334,15 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
     return CancelResult(
         run_id=run_id, stopped=result["stopped"], how=result["how"], status=_status(row)
     )
+
+
+def pull_run(run_id: str, out: Path, ctx: Context | None = None) -> dict[str, Any]:
+    """Copy or download the run's final adapter (or weights) into `out`."""
+    ctx = ctx or Context()
+    row = ctx.run(run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    files = ctx.backend(row["backend"] or "local").pull(Path(row["run_dir"]), out)
+    return {"run_id": run_id, "out": str(out), "files": [str(f) for f in files]}
 
 
 def runs_home() -> str:

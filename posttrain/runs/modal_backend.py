@@ -1,0 +1,330 @@
+"""The Modal backend: runs spawned on Modal GPUs, followed through the Volume and the call.
+
+start() uploads the run's inputs (a local dataset file, a reward file) to the runs Volume,
+spawns the deployed `train_run` function with the spec's GPU and timeout, and records the
+FunctionCall id in run.json. The trainer writes the run directory on the Volume and commits
+it every 30 s; sync() mirrors its events and traces into the local run directory, where the
+index reads them like any local run. Status comes from the FunctionCall (finished, failed,
+timed out, cancelled) plus that directory; after a restart, runs are reconciled from the
+stored call ids. Cost so far = seconds since the spawn x price x GPU count (an upper bound:
+Modal bills from container start).
+
+All Modal access goes through `self.sdk` (the `modal` module by default), so tests can stand
+a thin double in for FunctionCall, Function and Volume without network or tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from posttrain.catalog import gpu_prices, parse_gpu
+from posttrain.errors import PosttrainError
+from posttrain.runs.layout import (
+    EVENTS,
+    RUN_META,
+    SPEC,
+    EventWriter,
+    has_result,
+    new_run_id,
+    read_json,
+    runs_root,
+    write_json_atomic,
+)
+from posttrain.spec import RunSpec
+
+APP_NAME, TRAIN_FUNCTION = "posttrain", "train_run"
+RUNS_VOLUME, RUNS_MOUNT = "posttrain-runs", "/runs"
+SYNC_EVERY_S = 5.0  # at most one Volume read per run per this many seconds
+NOT_CONFIGURED = (
+    "Modal is not configured: run `modal token new` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET; "
+    "use backend local for a free dry run"
+)
+
+
+class BackendError(PosttrainError):
+    """The backend could not do what was asked (not configured, not deployed, unreachable)."""
+
+
+def _modal() -> Any:
+    import modal
+
+    return modal
+
+
+class ModalBackend:
+    name = "modal"
+
+    def __init__(self, root: Path | None = None, sdk: Any = None) -> None:
+        self.root = root or runs_root()
+        self._sdk = sdk
+        self._last_sync: dict[str, float] = {}
+
+    @property
+    def sdk(self) -> Any:
+        """The modal SDK, imported on first use (the CLI should not pay for it otherwise)."""
+        if self._sdk is None:
+            self._sdk = _modal()
+        return self._sdk
+
+    # -- set-up checks, at once, never a hang ---------------------------------------------
+    def check_configured(self) -> None:
+        config = self.sdk.config.config
+        if not (config.get("token_id") and config.get("token_secret")):
+            raise BackendError(NOT_CONFIGURED)
+
+    def _function(self) -> Any:
+        try:
+            fn = self.sdk.Function.from_name(APP_NAME, TRAIN_FUNCTION)
+            fn.hydrate()
+        except self.sdk.exception.AuthError:
+            raise BackendError(NOT_CONFIGURED) from None
+        except self.sdk.exception.NotFoundError:
+            raise BackendError(
+                f"the Modal function {APP_NAME}.{TRAIN_FUNCTION} is not deployed: run `posttrain "
+                f"modal deploy` once (and again after upgrading posttrain)"
+            ) from None
+        return fn
+
+    def _volume(self) -> Any:
+        try:
+            volume = self.sdk.Volume.from_name(RUNS_VOLUME)
+            volume.hydrate()
+        except self.sdk.exception.NotFoundError:
+            raise BackendError(
+                f"the Modal Volume '{RUNS_VOLUME}' is missing: run `posttrain modal deploy`, "
+                f"which creates it"
+            ) from None
+        return volume
+
+    # -- start ----------------------------------------------------------------------------
+    def start(self, spec: RunSpec, run_id: str | None = None, **meta: Any) -> str:
+        self.check_configured()
+        gpu, count = parse_gpu(spec.gpu)
+        fn = self._function()
+        volume = self._volume()
+        run_id = run_id or new_run_id()
+        remote_spec = self._upload_inputs(spec, run_id, volume)
+        call = fn.with_options(gpu=spec.gpu, timeout=spec.compute.timeout_s).spawn(
+            run_id, json.dumps(remote_spec), count
+        )
+        run_dir = self.root / run_id
+        run_dir.mkdir(parents=True, exist_ok=False)
+        (run_dir / SPEC).write_text(spec.to_json(), encoding="utf-8")
+        write_json_atomic(
+            run_dir / RUN_META,
+            {
+                "run_id": run_id,
+                "spec_id": spec.spec_id,
+                "backend": self.name,
+                "created_at": time.time(),
+                "call_id": call.object_id,
+                "gpu": gpu,
+                "gpu_count": count,
+                "usd_per_s": gpu_prices()[gpu],
+                **meta,
+            },
+        )
+        return run_id
+
+    def _upload_inputs(self, spec: RunSpec, run_id: str, volume: Any) -> dict[str, Any]:
+        """Local files the spec names go to the Volume, under the run's inputs/; the remote
+        spec names them relative to the run directory, where the trainer starts."""
+        data = json.loads(spec.to_json())
+        uploads: list[tuple[Path, str]] = []
+        if spec.dataset.path:
+            local = Path(spec.dataset.path).expanduser().resolve()
+            uploads.append((local, f"/{run_id}/inputs/{local.name}"))
+            data["dataset"]["path"] = f"inputs/{local.name}"
+        target, sep, fn_name = spec.reward.name.rpartition(":")
+        if sep and target.endswith(".py"):
+            local = Path(target).expanduser().resolve()
+            uploads.append((local, f"/{run_id}/inputs/{local.name}"))
+            data["reward"]["name"] = f"inputs/{local.name}:{fn_name}"
+        if uploads:
+            with volume.batch_upload() as batch:
+                for local, remote in uploads:
+                    batch.put_file(str(local), remote)
+        return data
+
+    # -- follow ---------------------------------------------------------------------------
+    def sync(self, run_dir: Path, force: bool = False) -> bool:
+        """Mirror the Volume's events.jsonl and new trace files into the local run dir;
+        True when the local copy grew."""
+        now = time.time()
+        if not force and now - self._last_sync.get(run_dir.name, 0) < SYNC_EVERY_S:
+            return False
+        if has_result(run_dir):
+            return False  # final here: nothing on the Volume may rewrite the local record
+        self._last_sync[run_dir.name] = now
+        volume = self.sdk.Volume.from_name(RUNS_VOLUME)
+        remote = f"/{run_dir.name}"
+        try:
+            events = b"".join(volume.read_file(f"{remote}/{EVENTS}"))
+        except self.sdk.exception.NotFoundError:
+            return False  # the container has not committed anything yet
+        local = run_dir / EVENTS
+        current = local.stat().st_size if local.exists() else 0
+        grew = len(events) > current
+        if grew:
+            tmp = run_dir / f".{EVENTS}.part"
+            tmp.write_bytes(events)
+            os.replace(tmp, local)
+        try:
+            entries = volume.listdir(f"{remote}/traces")
+        except self.sdk.exception.NotFoundError:
+            entries = []
+        for entry in entries:
+            name = Path(entry.path).name
+            target = run_dir / "traces" / name
+            if not target.exists():
+                target.parent.mkdir(exist_ok=True)
+                target.write_bytes(b"".join(volume.read_file(f"{remote}/traces/{name}")))
+        return grew
+
+    def _call(self, run_dir: Path) -> Any:
+        call_id = read_json(run_dir / RUN_META).get("call_id")
+        if not call_id:
+            raise BackendError(f"run {run_dir.name} has no Modal call id in run.json")
+        return self.sdk.FunctionCall.from_id(call_id)
+
+    def outcome(self, run_dir: Path) -> tuple[str, str | None] | None:
+        """(status, cause) once the call has ended; None while it runs. Network errors
+        propagate (the caller marks the run unreachable, never failed)."""
+        errors = self.sdk.exception
+        try:
+            returned = self._call(run_dir).get(timeout=0)
+        except TimeoutError:  # the builtin one: no output yet, the call is still running
+            return None
+        except errors.FunctionTimeoutError:
+            timeout = read_json(run_dir / SPEC).get("compute", {}).get("timeout_s")
+            return "failed", f"the run hit its timeout ({timeout} s) on Modal"
+        except errors.InputCancellation:
+            return "cancelled", "cancelled on Modal"
+        except (errors.ConnectionError, ConnectionError, OSError):
+            raise
+        except errors.OutputExpiredError:
+            return "failed", "the call's result expired on Modal before it was read"
+        except Exception as exc:  # the function's own exception, re-raised here by Modal
+            text = f"{type(exc).__name__}: {exc}"
+            if "cancel" in text.lower() or "terminat" in text.lower():
+                return "cancelled", f"cancelled on Modal ({text[:200]})"
+            return "failed", f"the Modal function failed: {text[:500]}"
+        if returned in ("succeeded", "failed", "cancelled"):
+            return returned, None
+        return "failed", f"the Modal function returned {returned!r}"
+
+    def reconcile(self, run_dir: Path) -> bool:
+        """Sync from the Volume; when the call has ended without a result in the run
+        directory, write it. A network error leaves the run as it was, marked unreachable."""
+        meta_path = run_dir / RUN_META
+        grew = False
+        try:
+            grew = self.sync(run_dir)
+            ended = self.outcome(run_dir)
+            if ended is not None:
+                grew = self.sync(run_dir, force=True) or grew
+        except (OSError, ConnectionError, self.sdk.exception.ConnectionError) as exc:
+            meta = read_json(meta_path)
+            meta.setdefault("unreachable_since", time.time())
+            meta["unreachable_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            write_json_atomic(meta_path, meta)
+            return grew
+        meta = read_json(meta_path)
+        if "unreachable_since" in meta:
+            meta.pop("unreachable_since")
+            meta.pop("unreachable_error", None)
+            write_json_atomic(meta_path, meta)
+        if ended is None or has_result(run_dir):
+            return grew
+        status, cause = ended
+        events = EventWriter(run_dir)
+        events.write(
+            "result",
+            durable=True,
+            status=status,
+            cause=cause or f"the Modal call ended ({status}) without a result event",
+            final={},
+        )
+        events.close()
+        return True
+
+    def alive(self, run_dir: Path) -> bool:
+        try:
+            return self.outcome(run_dir) is None
+        except Exception:  # unknown is not dead: never fail a run on a failed poll
+            return True
+
+    def unreachable(self, run_dir: Path) -> str | None:
+        meta = read_json(run_dir / RUN_META)
+        if "unreachable_since" not in meta or has_result(run_dir):
+            return None
+        since = time.time() - meta["unreachable_since"]
+        return (
+            f"Modal unreachable for {since:.0f} s ({meta.get('unreachable_error')}); "
+            f"retrying on every poll, the run is not marked failed"
+        )
+
+    def cancel(self, run_dir: Path, grace_s: float = 0.0) -> dict[str, Any]:
+        """Terminate the call's containers and record the cancellation."""
+        if has_result(run_dir):
+            return {"stopped": True, "how": "already finished", "forced": False}
+        self._call(run_dir).cancel(terminate_containers=True)
+        self.sync(run_dir, force=True)
+        if not has_result(run_dir):
+            checkpoints = sorted(
+                e.get("step", 0) for e in _events(run_dir) if e.get("type") == "checkpoint"
+            )
+            events = EventWriter(run_dir)
+            events.write(
+                "result",
+                durable=True,
+                status="cancelled",
+                cause="cancelled by request: Modal terminated the containers"
+                + (f"; last checkpoint at step {checkpoints[-1]}" if checkpoints else ""),
+                final={},
+            )
+            events.close()
+        return {"stopped": True, "how": "Modal terminated the containers", "forced": True}
+
+    def cost_usd(self, row: dict[str, Any]) -> float:
+        meta = read_json(Path(row["run_dir"]) / RUN_META)
+        start = meta.get("created_at") or row.get("created_at")
+        if not start:
+            return 0.0
+        end = row.get("ended_at") or time.time()
+        return round(
+            max(0.0, end - start) * meta.get("usd_per_s", 0.0) * meta.get("gpu_count", 1), 4
+        )
+
+    def pull(self, run_dir: Path, out: Path) -> list[Path]:
+        """Download the run's final adapter (or weights) from the Volume."""
+        volume = self.sdk.Volume.from_name(RUNS_VOLUME)
+        remote = f"/{run_dir.name}/final"
+        written = []
+        try:
+            entries = volume.listdir(remote, recursive=True)
+        except self.sdk.exception.NotFoundError:
+            raise BackendError(f"run {run_dir.name} has no final/ on the Volume yet") from None
+        for entry in entries:
+            if getattr(entry, "type", None) is not None and "DIR" in str(entry.type).upper():
+                continue
+            rel = (
+                Path(entry.path).relative_to(remote.lstrip("/"))
+                if not entry.path.startswith("/")
+                else Path(entry.path).relative_to(remote)
+            )
+            target = out / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(b"".join(volume.read_file(f"{remote}/{rel}")))
+            written.append(target)
+        return written
+
+
+def _events(run_dir: Path) -> list[dict[str, Any]]:
+    from posttrain.runs.layout import iter_events
+
+    return list(iter_events(run_dir))

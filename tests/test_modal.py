@@ -1,0 +1,230 @@
+"""The Modal backend: the real function bodies and the real orchestration, with the modal SDK
+stood in by a thin double at its boundary (tests/modal_double.py). No network, no tokens."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from posttrain import gym
+from posttrain.errors import BudgetError
+from posttrain.gpu import modal_app
+from posttrain.runs.layout import iter_events
+from posttrain.runs.modal_backend import BackendError, ModalBackend
+from posttrain.tools.context import Context
+from posttrain.tools.launch import launch
+from posttrain.tools.runs import cancel_run, get_run, list_runs, pull_run, sample_traces
+from tests import modal_double
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.slow
+
+TINY = {
+    "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
+    "reward": "rhyme",
+    "algorithm": {
+        "steps": 4,
+        "lora": None,
+        "learning_rate": 5e-4,
+        "batch_size": 8,
+        "num_generations": 4,
+        "max_completion_length": 24,
+        "save_every": 2,
+        "traces": {"every": 2, "samples": 2},
+    },
+}
+MODAL = {**TINY, "compute": {"backend": "modal", "gpu": "A10", "timeout_s": 600}}
+
+
+@pytest.fixture
+def volume(tmp_path, monkeypatch):
+    """The folder playing the runs Volume, where the function bodies write."""
+    root = tmp_path / "volume"
+    root.mkdir()
+    monkeypatch.setenv("POSTTRAIN_MODAL_RUNS_ROOT", str(root))
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "1")  # the A10 worst case is $0.18
+    return root
+
+
+def modal_ctx(volume: Path, **double) -> tuple[Context, object]:
+    sdk = modal_double.sdk(volume, **double)
+    return Context(backends={"modal": ModalBackend(sdk=sdk)}), sdk
+
+
+def finished(run_id: str, ctx: Context):
+    detail = get_run(run_id, ctx=ctx)
+    return detail if detail.status in ("succeeded", "failed", "cancelled") else None
+
+
+def shape(run_dir: Path) -> dict:
+    """What a run directory holds, without timestamps: files, stages, steps, checkpoints."""
+    events = list(iter_events(run_dir))
+    return {
+        "files": sorted(str(p.relative_to(run_dir)) for p in (run_dir / "traces").iterdir()),
+        "final": sorted(p.name for p in (run_dir / "final").iterdir()),
+        "stages": [e["stage"] for e in events if e["type"] == "stage"],
+        "steps": [e["step"] for e in events if e["type"] == "metrics"],
+        "checkpoints": [e["path"] for e in events if e["type"] == "checkpoint"],
+        "result": [e["status"] for e in events if e["type"] == "result"],
+    }
+
+
+def test_the_modal_function_body_produces_the_local_run_directory(volume, home):
+    from posttrain.spec import load_spec
+
+    status = modal_app.train_run.local("run-modal-00001", load_spec(TINY).to_json())
+    assert status == "succeeded"
+    local_id = launch(TINY).run_id
+    wait_for(lambda: finished(local_id, Context()), timeout_s=180)
+    assert shape(volume / "run-modal-00001") == shape(home / "runs" / local_id)
+
+
+def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
+    ctx, sdk = modal_ctx(volume)
+    data = tmp_path / "qa.jsonl"
+    data.write_text(
+        "".join(json.dumps({k: r[k] for k in ("prompt", "reference")}) + "\n" for r in gym.rows(32))
+    )
+    spec = {**MODAL, "dataset": {"path": str(data), "system_prompt": "answer in rhyme"}}
+    started = launch(spec, ctx=ctx)
+    assert started.status == "started" and started.approved_by == "policy"
+    [spawn] = sdk.Function.spawned
+    assert spawn["options"] == {"gpu": "A10", "timeout": 600}
+    run_id, remote_spec, gpu_count = spawn["args"]
+    assert run_id == started.run_id and gpu_count == 1
+    assert json.loads(remote_spec)["dataset"]["path"] == "inputs/qa.jsonl"
+    assert (volume / run_id / "inputs" / "qa.jsonl").read_text() == data.read_text()
+    meta = json.loads((home / "runs" / run_id / "run.json").read_text())
+    assert meta["call_id"].startswith("fc-double-") and meta["usd_per_s"] == 0.000306
+
+    detail = wait_for(lambda: finished(run_id, ctx), timeout_s=180)
+    assert detail.status == "succeeded", detail.cause
+    assert detail.step == 4 and [m["step"] for m in get_run(run_id, True, ctx).metrics] == [
+        1,
+        2,
+        3,
+        4,
+    ]
+    assert set(sample_traces(run_id, "first,last", ctx=ctx).steps) == {1, 4}
+    assert detail.cost_usd == pytest.approx(
+        (detail.ended_at - meta["created_at"]) * 0.000306, abs=1e-3
+    )
+    pulled = pull_run(run_id, tmp_path / "adapter", ctx=ctx)
+    assert any(f.endswith("model.safetensors") for f in pulled["files"])
+
+
+def test_runs_are_reconciled_from_their_call_ids_after_a_restart(volume, home):
+    ctx, sdk = modal_ctx(volume)
+    run_id = launch(MODAL, ctx=ctx).run_id
+    sdk.FunctionCall.registry[
+        json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
+    ].thread.join(180)
+    ctx.index.close()
+    (home / "index.sqlite").unlink()  # the server restarts with nothing but the directories
+    fresh = Context(backends={"modal": ModalBackend(sdk=sdk)})
+    assert [r.run_id for r in list_runs(ctx=fresh)] == [run_id]
+    assert wait_for(lambda: finished(run_id, fresh), timeout_s=30).status == "succeeded"
+
+
+def test_cancel_terminates_the_containers_and_says_so(volume, home):
+    ctx, sdk = modal_ctx(volume)
+    long_spec = {**MODAL, "algorithm": {**MODAL["algorithm"], "steps": 400}}
+    run_id = launch(long_spec, ctx=ctx).run_id
+    call_id = json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
+    call = sdk.FunctionCall.registry[call_id]
+    wait_for(
+        lambda: any(e["type"] == "metrics" for e in iter_events(volume / run_id)), timeout_s=120
+    )
+    result = cancel_run(run_id, ctx=ctx)
+    assert result.stopped and result.status == "cancelled"
+    assert call.cancel_calls == [True]  # terminate_containers=True
+    assert "Modal terminated the containers" in get_run(run_id, ctx=ctx).cause
+    (volume / run_id / "cancel.request").write_text("stop the double's thread")
+    call.thread.join(60)
+
+
+def test_a_network_error_mid_poll_shows_unreachable_not_failed_and_recovers(volume, home):
+    ctx, sdk = modal_ctx(volume)
+    run_id = launch(MODAL, ctx=ctx).run_id
+    call = sdk.FunctionCall.registry[
+        json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
+    ]
+    sdk.network.down = True
+    call.thread.join(180)  # the run finishes on "Modal" while we cannot see it
+    for _ in range(3):
+        detail = get_run(run_id, ctx=ctx)
+        assert detail.status in ("queued", "running") and "unreachable" in detail.unreachable
+    sdk.network.down = False
+    assert wait_for(lambda: finished(run_id, ctx), timeout_s=30).status == "succeeded"
+    assert get_run(run_id, ctx=ctx).unreachable is None
+
+
+def test_clear_errors_at_once_when_modal_is_not_ready(volume, home, monkeypatch):
+    for double, message in (
+        ({"token": False}, "Modal is not configured: run `modal token new`"),
+        ({"volume_exists": False}, "Volume 'posttrain-runs' is missing"),
+    ):
+        ctx, _ = modal_ctx(volume, **double)
+        t = time.perf_counter()
+        with pytest.raises(BackendError, match=message):
+            launch(MODAL, ctx=ctx)
+        assert time.perf_counter() - t < 5  # never a hang
+    ctx, sdk = modal_ctx(volume)
+    monkeypatch.setattr(sdk.Function, "deployed", False)
+    with pytest.raises(BackendError, match="not deployed: run `posttrain modal deploy`"):
+        launch(MODAL, ctx=ctx)
+
+
+def test_the_real_sdk_without_a_token_fails_at_once(home, monkeypatch):
+    monkeypatch.delenv("MODAL_TOKEN_ID", raising=False)
+    monkeypatch.delenv("MODAL_TOKEN_SECRET", raising=False)
+    t = time.perf_counter()
+    with pytest.raises(BackendError, match="Modal is not configured"):
+        ModalBackend().check_configured()
+    assert time.perf_counter() - t < 5
+
+
+def test_call_outcomes_map_to_statuses(tmp_path, volume):
+    import modal.exception as errors
+
+    backend = ModalBackend(sdk=modal_double.sdk(volume))
+    run_dir = tmp_path / "run-x-1"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"call_id": "fc-stub"}))
+    (run_dir / "spec.json").write_text(json.dumps({"compute": {"timeout_s": 600}}))
+
+    class Stub:
+        def __init__(self, outcome):
+            self.outcome = outcome
+
+        def get(self, timeout=None):
+            if isinstance(self.outcome, BaseException):
+                raise self.outcome
+            return self.outcome
+
+    cases = [
+        (TimeoutError(), None),
+        (errors.FunctionTimeoutError("timeout"), ("failed", "timeout (600 s)")),
+        (errors.InputCancellation("x"), ("cancelled", "cancelled")),
+        (RuntimeError("CUDA out of memory"), ("failed", "RuntimeError: CUDA out of memory")),
+        ("succeeded", ("succeeded", None)),
+    ]
+    for outcome, expected in cases:
+        modal_double.FunctionCall.registry["fc-stub"] = Stub(outcome)
+        got = backend.outcome(run_dir)
+        if expected is None:
+            assert got is None
+        else:
+            assert got[0] == expected[0] and (expected[1] is None or expected[1] in got[1])
+    modal_double.FunctionCall.registry["fc-stub"] = Stub(errors.ConnectionError("down"))
+    with pytest.raises(errors.ConnectionError):
+        backend.outcome(run_dir)
+
+
+def test_an_over_budget_modal_launch_is_refused_before_spawning(volume, home, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_MAX_RUN_USD", "0.05")
+    ctx, sdk = modal_ctx(volume)
+    with pytest.raises(BudgetError, match="per-run cap"):
+        launch(MODAL, ctx=ctx)
+    assert sdk.Function.spawned == []
