@@ -1,6 +1,6 @@
 """The rhyme gym: a deterministic synthetic task the tiny model can learn on two CPU cores.
 
-Prompts ask for a poem about a topic; answers are four lines of four words, each line
+Prompts ask for a poem about three topics; answers are four lines of four words, each line
 ending in a word from one of twenty rhyme classes (checked against the CMU dictionary by the
 tests). The SFT warm-start answers rhyme only `rhyme_share` of the time, so the warm-started
 model learns the format but rhymes at about chance; GRPO with the rhyme reward then has
@@ -52,7 +52,7 @@ TOPICS: tuple[str, ...] = tuple(
 PROMPT_WORDS: tuple[str, ...] = ("write", "poem", "about")
 SYSTEM_PROMPT = "answer in rhyme"
 LINES = 4
-WORDS_PER_LINE = 4  # the topic or fillers, then the end word
+WORDS_PER_LINE = 4  # a topic and fillers, then the end word
 
 
 def vocabulary() -> list[str]:
@@ -70,12 +70,22 @@ def vocabulary() -> list[str]:
     return list(dict.fromkeys(words))
 
 
-def prompt_text(topic: str) -> str:
-    return f"write a poem about the {topic}"
+def prompt_text(topics: tuple[str, ...] | str) -> str:
+    """'write a poem about the ocean the forest and the river' (three topics, or one)."""
+    if isinstance(topics, str):
+        return f"write a poem about the {topics}"
+    *first, last = topics
+    return "write a poem about " + " ".join(f"the {t}" for t in first) + f" and the {last}"
 
 
-def verse(topic: str, rng: random.Random, rhyming: bool) -> str:
-    """Four lines: the topic opens the first line; AABB end words when rhyming."""
+def pick_topics(rng: random.Random) -> tuple[str, str, str]:
+    """Three distinct topics: 24,360 ordered triples, so held-out prompts are new prompts."""
+    a, b, c = rng.sample(TOPICS, 3)
+    return a, b, c
+
+
+def verse(topics: tuple[str, ...], rng: random.Random, rhyming: bool) -> str:
+    """Four lines of four words; the topics lead lines one to three; AABB when rhyming."""
     if rhyming:
         a, b = rng.sample(RHYME_CLASSES, 2)
         ends = [*rng.sample(a, 2), *rng.sample(b, 2)]
@@ -84,66 +94,31 @@ def verse(topic: str, rng: random.Random, rhyming: bool) -> str:
         ends = [rng.choice(cls) for cls in classes]
     lines = []
     for i, end in enumerate(ends):
-        lead = (
-            ["the", topic]
-            if i == 0
-            else [rng.choice(FILLERS), topic if i == 2 else rng.choice(FILLERS)]
-        )
-        body = lead + [rng.choice(FILLERS) for _ in range(WORDS_PER_LINE - 1 - len(lead))]
+        if i == 0:
+            body = ["the", topics[0], rng.choice(FILLERS)]
+        elif i < len(topics):
+            body = [rng.choice(FILLERS), topics[i], rng.choice(FILLERS)]
+        else:
+            body = [rng.choice(FILLERS) for _ in range(WORDS_PER_LINE - 1)]
         lines.append(" ".join([*body, end]))
     return "\n".join(lines)
 
 
-def sft_rows(n: int, seed: int = 0, rhyme_share: float = 0.3) -> list[dict[str, Any]]:
-    """Conversational SFT rows; only `rhyme_share` of the answers rhyme."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        topic = TOPICS[i % len(TOPICS)]
-        rows.append(
-            {
-                "messages": [
-                    {"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": prompt_text(topic)},
-                    {"role": "assistant", "content": verse(topic, rng, rng.random() < rhyme_share)},
-                ]
-            }
-        )
-    return rows
-
-
 def rows(n: int, seed: int = 0, rhyme_share: float = 0.3) -> list[dict[str, Any]]:
-    """The builtin `rhyme-gym` dataset: prompt, topic, a rhyming `reference` (what the reward
-    compares against) and a `response` that rhymes only `rhyme_share` of the time (the SFT
-    warm-start target)."""
+    """The builtin `rhyme-gym` dataset: a prompt naming three topics, a rhyming `reference`
+    about them (what the reward compares against) and a `response` that rhymes only
+    `rhyme_share` of the time (the SFT warm-start target)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        topic = TOPICS[i % len(TOPICS)]
+        topics = pick_topics(rng)
         out.append(
             {
                 "id": f"gym-{i}",
-                "prompt": prompt_text(topic),
-                "topic": topic,
-                "reference": verse(topic, rng, rhyming=True),
-                "response": verse(topic, rng, rhyming=rng.random() < rhyme_share),
+                "prompt": prompt_text(topics),
+                "topics": " ".join(topics),
+                "reference": verse(topics, rng, rhyming=True),
+                "response": verse(topics, rng, rhyming=rng.random() < rhyme_share),
             }
         )
     return out
-
-
-def grpo_rows(n: int, seed: int = 1) -> list[dict[str, Any]]:
-    """Rows with a prompt, its topic and a rhyming reference answer for the relevance reward."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        topic = TOPICS[i % len(TOPICS)]
-        rows.append(
-            {
-                "id": f"gym-{seed}-{i}",
-                "prompt": prompt_text(topic),
-                "topic": topic,
-                "reference": verse(topic, rng, rhyming=True),
-            }
-        )
-    return rows
