@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, console, emit, guarded
 from posttrain.cli_runs import ConfirmFlag, KeyFlag, launch_command
 
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
@@ -140,6 +140,36 @@ def register(app: typer.Typer) -> None:
         """Start the full run; a human approves any spend (prompt, or a token to pass back)."""
         launch_command(spec, confirm, idempotency_key, as_json)
 
+    @app.command("eval")
+    def eval_command(
+        run_id: str,
+        k: Annotated[int, typer.Option(min=1, max=64, help="Samples per task.")] = 4,
+        base_passes: Annotated[int, typer.Option(min=2, max=10)] = 3,
+        max_tasks: Annotated[int, typer.Option(min=5, max=5000)] = 200,
+        threshold: Annotated[
+            float | None, typer.Option(help="Pass threshold on the reward.")
+        ] = None,
+        seed: int = 0,
+        confirm: ConfirmFlag = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict."""
+        import sys
+
+        from posttrain.tools.evaluate import eval_question, evaluate
+
+        def body() -> Any:
+            ask = eval_question(run_id, confirm)
+            human = None
+            if ask and sys.stdin.isatty() and not as_json:
+                human = "approved" if typer.confirm(ask, default=False) else "declined"
+            return evaluate(run_id, k, base_passes, max_tasks, threshold, seed, human, confirm)
+
+        outcome = guarded(body)
+        emit(outcome.model_dump(mode="json"), as_json, _render_eval)
+        if outcome.status != "done":
+            raise typer.Exit(EXIT_NEEDS_APPROVAL)
+
     @skills_app.command("install")
     def skills_install(
         project_dir: Annotated[Path, typer.Option(help="Project to install into.")] = Path("."),
@@ -154,3 +184,50 @@ def register(app: typer.Typer) -> None:
             as_json,
             lambda r: console.print("installed:\n  " + "\n  ".join(r["installed"])),
         )
+
+
+def _render_eval(outcome: dict[str, Any]) -> None:
+    if outcome["status"] != "done":
+        console.print(outcome["message"])
+        if outcome["confirmation_token"]:
+            console.print(
+                f"then: posttrain eval {outcome['run_id']} --confirm "
+                f"{outcome['confirmation_token']}"
+            )
+        return
+    r = outcome["result"]
+    dropped = sum(v for k, v in r["dropped_contaminated"].items() if k != "duplicates")
+    console.print(
+        f"[bold]{r['run_id']}[/bold]: {r['tasks_used']} held-out tasks of "
+        f"{r['tasks_total']} ({dropped} dropped as seen in training), k={r['k']} "
+        f"samples each, {r['base_passes']} base passes"
+    )
+    table = Table("metric", "base", "trained", "delta", "95% CI", "p", "floor", "verdict")
+    for m in r["metrics"]:
+        name = m["name"] + (" *" if m["is_training_reward"] else "")
+        outcome_word = m["verdict"].removeprefix("unproven: ").split(" (")[0]
+        table.add_row(
+            name,
+            f"{m['base_mean']:.3f}",
+            f"{m['trained_mean']:.3f}",
+            f"{m['delta']:+.3f}",
+            f"{m['ci_low']:+.3f}..{m['ci_high']:+.3f}",
+            f"{m['p_value']:.4f}",
+            f"{m['noise_floor']:.3f}",
+            outcome_word,
+        )
+    console.print(table)
+    console.print("* the training reward: its gain proves only that the reward was learned")
+    p = r["pass_rates"]
+    console.print(
+        f"pass rates (reward >= {p['threshold']:.2f}): base "
+        + ", ".join(f"{k} {v:.2f}" for k, v in p["base"].items())
+        + "; trained "
+        + ", ".join(f"{k} {v:.2f}" for k, v in p["trained"].items())
+    )
+    console.print(f"noise floor of the reward: {r['metrics'][0]['noise_formula']}")
+    if r["tasks_needed"]:
+        console.print(f"tasks needed for 80% power at this effect: {r['tasks_needed']}")
+    for w in r["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    console.print(f"[bold]verdict: {r['verdict']}[/bold]")

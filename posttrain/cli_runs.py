@@ -363,6 +363,7 @@ def _demo_summary(tools: Any, d: Any) -> None:
                 )
                 console.print(r.completion, highlight=False)
     console.print(
+        f"\nnext: posttrain eval {d.run_id} (base vs trained on held-out prompts)"
         f"\ninspect: posttrain run get {d.run_id} --plot | posttrain run trace "
         f"{d.run_id} --step last | posttrain run logs {d.run_id}"
     )

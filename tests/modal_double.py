@@ -138,7 +138,8 @@ class Function:
     def from_name(cls, app: str, name: str) -> Function:
         if not cls.deployed:
             raise modal_exception.NotFoundError(f"App '{app}' not found")
-        return cls(modal_app.run_training)
+        bodies = {"train_run": modal_app.run_training, "generate": modal_app.run_generation}
+        return cls(bodies[name])
 
     def hydrate(self) -> Function:
         return self
@@ -147,6 +148,11 @@ class Function:
         clone = Function(self.body)
         clone.options = options
         return clone
+
+    def remote(self, *args: Any) -> Any:
+        Network.check()
+        Function.spawned.append({"args": args, "options": self.options, "remote": True})
+        return self.body(*args)
 
     def spawn(self, *args: Any) -> FunctionCall:
         Function.spawned.append({"args": args, "options": self.options})

@@ -228,3 +228,20 @@ def test_an_over_budget_modal_launch_is_refused_before_spawning(volume, home, mo
     with pytest.raises(BudgetError, match="per-run cap"):
         launch(MODAL, ctx=ctx)
     assert sdk.Function.spawned == []
+
+
+def test_evaluating_a_modal_run_is_approved_like_a_launch_and_runs_there(volume, home):
+    from posttrain.tools.evaluate import evaluate
+
+    ctx, sdk = modal_ctx(volume)
+    spec = {**MODAL, "dataset": {**MODAL["dataset"], "n_rows": 200, "holdout_share": 0.3}}
+    run_id = launch(spec, ctx=ctx).run_id
+    assert wait_for(lambda: finished(run_id, ctx), timeout_s=180).status == "succeeded"
+    asked = evaluate(run_id, k=2, max_tasks=20, ctx=ctx)  # A10 for an hour: $1.10 > $1 policy
+    assert asked.status == "needs_confirmation" and asked.worst_case_usd == pytest.approx(1.1)
+    assert not any(s.get("remote") for s in sdk.Function.spawned)
+    done = evaluate(run_id, k=2, max_tasks=20, confirmation_token=asked.confirmation_token, ctx=ctx)
+    assert done.status == "done" and done.approved_by == "token"
+    [remote] = [s for s in sdk.Function.spawned if s.get("remote")]
+    assert remote["options"] == {"gpu": "A10", "timeout": 3600}
+    assert done.result.tasks_used >= 5 and done.result.metrics[0].name == "reward"

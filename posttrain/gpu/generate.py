@@ -90,8 +90,10 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     """
     from pathlib import Path
 
+    from posttrain.gpu.reporter import quiet_libraries
     from posttrain.runs.layout import check_run_id
 
+    quiet_libraries()
     run_dir = Path(root) / check_run_id(run_id)
     model, tokenizer, is_adapter = load_arms(run_dir)
     prompts, k = job["prompts"], int(job["k"])

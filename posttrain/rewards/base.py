@@ -46,6 +46,7 @@ class Reward(ABC):
 
     name: ClassVar[str] = "reward"
     components: ClassVar[tuple[str, ...]] = ()
+    headline: ClassVar[tuple[str, ...]] = ()  # components evaluate reports as metrics
     value_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
 
     @property

@@ -131,6 +131,7 @@ class RelevanceReward(Reward):
 
     name: ClassVar[str] = "relevance"
     components: ClassVar[tuple[str, ...]] = ("similarity", "fallback")
+    headline: ClassVar[tuple[str, ...]] = ("similarity",)
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     reference_column: str = "reference"

@@ -69,6 +69,7 @@ class RhymeReward(Reward):
 
     name: ClassVar[str] = "rhyme"
     components: ClassVar[tuple[str, ...]] = ("scheme", "distinct", "wordy", "length", "unknown")
+    headline: ClassVar[tuple[str, ...]] = ("scheme", "distinct")
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     min_words_per_line: Annotated[int, Field(ge=0, le=50)] = 3  # 0: one-word lines allowed

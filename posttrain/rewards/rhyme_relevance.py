@@ -33,6 +33,7 @@ class RhymeRelevanceReward(Reward):
         *RhymeReward.components,
         "fallback",
     )
+    headline: ClassVar[tuple[str, ...]] = ("rhyme", "relevance")
     rhyme: RhymeReward = field(default_factory=RhymeReward)
     relevance: RelevanceReward = field(default_factory=RelevanceReward)
     gate_at: Annotated[float, Field(gt=0, le=1)] = 0.4  # relevance that pays the rhyme in full

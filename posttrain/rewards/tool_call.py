@@ -121,6 +121,7 @@ class ToolCallReward(Reward):
 
     name: ClassVar[str] = "tool_call"
     components: ClassVar[tuple[str, ...]] = ("parsed", "name", "arguments")
+    headline: ClassVar[tuple[str, ...]] = ("parsed", "name", "arguments")
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     label_column: str = "tool_call"

@@ -15,6 +15,7 @@ a thin double in for FunctionCall, Function and Volume without network or tokens
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -25,6 +26,7 @@ from posttrain.catalog import gpu_prices, parse_gpu
 from posttrain.errors import PosttrainError
 from posttrain.runs.layout import (
     EVENTS,
+    HOLDOUT,
     RUN_META,
     SPEC,
     EventWriter,
@@ -36,7 +38,7 @@ from posttrain.runs.layout import (
 )
 from posttrain.spec import RunSpec
 
-APP_NAME, TRAIN_FUNCTION = "posttrain", "train_run"
+APP_NAME, TRAIN_FUNCTION, GENERATE_FUNCTION = "posttrain", "train_run", "generate"
 RUNS_VOLUME, RUNS_MOUNT = "posttrain-runs", "/runs"
 SYNC_EVERY_S = 5.0  # at most one Volume read per run per this many seconds
 NOT_CONFIGURED = (
@@ -173,6 +175,9 @@ class ModalBackend:
             tmp = run_dir / f".{EVENTS}.part"
             tmp.write_bytes(events)
             os.replace(tmp, local)
+        if not (run_dir / HOLDOUT).exists():  # written once, at the start: evaluate reads it
+            with contextlib.suppress(self.sdk.exception.NotFoundError):
+                (run_dir / HOLDOUT).write_bytes(b"".join(volume.read_file(f"{remote}/{HOLDOUT}")))
         try:
             entries = volume.listdir(f"{remote}/traces")
         except self.sdk.exception.NotFoundError:
@@ -289,6 +294,26 @@ class ModalBackend:
             )
             events.close()
         return {"stopped": True, "how": "Modal terminated the containers", "forced": True}
+
+    def generator(self, run_dir: Path, gpu: str, timeout_s: int) -> Any:
+        """A function job -> completions that runs the deployed `generate` on Modal."""
+        self.check_configured()
+
+        def generate(job: dict[str, Any]) -> dict[str, Any]:
+            try:
+                fn = self.sdk.Function.from_name(APP_NAME, GENERATE_FUNCTION)
+                fn.hydrate()
+            except self.sdk.exception.NotFoundError:
+                raise BackendError(
+                    f"the Modal function {APP_NAME}.{GENERATE_FUNCTION} is not deployed: run "
+                    f"`posttrain modal deploy`"
+                ) from None
+            answer = fn.with_options(gpu=gpu, timeout=timeout_s).remote(
+                run_dir.name, json.dumps(job)
+            )
+            return json.loads(answer)
+
+        return generate
 
     def cost_usd(self, row: dict[str, Any]) -> float:
         meta = read_json(Path(row["run_dir"]) / RUN_META)

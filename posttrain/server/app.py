@@ -37,6 +37,8 @@ from posttrain.spec import load_spec
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
+from posttrain.tools.evaluate import EvaluateOutcome, eval_question
+from posttrain.tools.evaluate import evaluate as evaluate_run_tool
 from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_run, smoke_spec
 from posttrain.tools.plan import PlanResult, plan
 from posttrain.tools.reward_check import RewardCheck, check_reward
@@ -404,14 +406,65 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         outputs are good."""
         return await call(lambda: run_tools.sample_traces(run_id, steps, n, order, ctx=rc))
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True))
-    async def evaluate(run_id: RunId) -> RunDetail:
-        """Compare the trained model with the base model on held-out tasks, with statistics.
-        Not built yet."""
-        raise ToolError(
-            "evaluate is not built yet (it arrives with issue 6: base vs trained on the holdout "
-            "with a noise floor and a verdict). Until then, compare sample_traces of the first "
-            "and last steps, and get_run's reward trend"
+    def ask_to_evaluate(run_id: RunId, ctx: Context, confirmation_token: str | None = None) -> Any:
+        try:
+            q = eval_question(run_id, confirmation_token, rc)
+        except Exception:  # a bad run id is reported by the tool body, with its message
+            q = None
+        if q is None:
+            return NoQuestion(reason="not_needed")
+        return (
+            Elicit(q, Approval)
+            if _client_can_elicit(ctx)
+            else NoQuestion(reason="client_cannot_ask")
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
+    )
+    async def evaluate(
+        run_id: RunId,
+        approval: Annotated[ElicitationResult[Approval], Resolve(ask_to_evaluate)],
+        k: Annotated[int, Field(ge=1, le=64, description="Samples per task.")] = 4,
+        base_passes: Annotated[
+            int,
+            Field(
+                ge=2,
+                le=10,
+                description=(
+                    "Base passes with different seeds: they measure the evaluation's own noise."
+                ),
+            ),
+        ] = 3,
+        max_tasks: Annotated[
+            int, Field(ge=5, le=5000, description="Held-out tasks at most.")
+        ] = 200,
+        confirmation_token: Annotated[
+            str | None, Field(description="For a Modal run: the token your human approved.")
+        ] = None,
+    ) -> EvaluateOutcome:
+        """Prove (or fail to prove) that training helped: base vs trained on held-out tasks.
+
+        One code path for both arms (only the adapter differs); three base passes measure the
+        noise floor; per-task paired deltas get a bootstrap interval and a permutation
+        p-value; contaminated tasks are dropped. The verdict is improved, within_noise, worse
+        or insufficient_data, prefixed "unproven:" when n < 50 tasks, one training seed, or
+        the metric is the training reward itself; a metric training did not optimise is
+        reported beside it. Local runs evaluate here for free (seconds on the tiny model);
+        a Modal run's evaluation costs money and asks your human first.
+        """
+        return await call(
+            lambda: evaluate_run_tool(
+                run_id,
+                k,
+                base_passes,
+                max_tasks,
+                None,
+                0,
+                decision_of(approval),
+                confirmation_token,
+                rc,
+            )
         )
 
     @server.tool(

@@ -70,17 +70,37 @@ def _existing(ctx: Context, ledger: Ledger, key: str, explicit: bool) -> str | N
     return run_id if row["status"] not in FINAL_STATUSES else None
 
 
-def who_approves(
-    spec: RunSpec, cost: CostEstimate, token: str | None, policy: BudgetPolicy
-) -> str | None:
+def who_approves(worst_case_usd: float, token: str | None, policy: BudgetPolicy) -> str | None:
     """free, policy or token when no human needs asking; None when a human must decide."""
-    if cost.worst_case_usd <= 0:
+    if worst_case_usd <= 0:
         return "free"
-    if cost.worst_case_usd <= policy.auto_approve_usd:
+    if worst_case_usd <= policy.auto_approve_usd:
         return "policy"
     if token:
         return "token"
     return None
+
+
+def decide(
+    spend_id: str,
+    worst_case_usd: float,
+    token: str | None,
+    human: Decision,
+    policy: BudgetPolicy,
+    ledger: Ledger,
+) -> tuple[str, str | None, tuple[str, float] | None]:
+    """("approved", who, None), ("declined", None, None) or ("needs_confirmation", None,
+    (token, expires)). Over-cap spends raise BudgetError before anyone is asked; a token is
+    checked (and consumed) later, in the same transaction that starts the work."""
+    approved_by = who_approves(worst_case_usd, token, policy)
+    if approved_by is not None:
+        return "approved", approved_by, None
+    ledger.check_caps(policy, worst_case_usd)
+    if human == "declined":
+        return "declined", None, None
+    if human == "approved":
+        return "approved", "human", None
+    return "needs_confirmation", None, ledger.issue_token(spend_id, worst_case_usd)
 
 
 def human_question(
@@ -97,7 +117,7 @@ def human_question(
     if _existing(ctx, ledger, idempotency_key or spec.spec_id, idempotency_key is not None):
         return None
     cost = estimate(spec)
-    if who_approves(spec, cost, confirmation_token, policy):
+    if who_approves(cost.worst_case_usd, confirmation_token, policy):
         return None
     try:
         ledger.check_caps(policy, cost.worst_case_usd)
@@ -130,26 +150,24 @@ def launch(
             message=f"run {run_id} was already started with this idempotency "
             f"key; nothing new was started",
         )
-    approved_by = who_approves(spec, cost, confirmation_token, policy)
-    if approved_by is None and cost.worst_case_usd > 0:
-        ledger.check_caps(policy, cost.worst_case_usd)  # refuse before asking anyone
-        if human == "declined":
-            return LaunchResult(
-                status="declined", **base, message="the human declined: nothing was started"
-            )
-        if human == "approved":
-            approved_by = "human"
-        else:
-            token, expires = ledger.issue_token(spec.spec_id, cost.worst_case_usd)
-            return LaunchResult(
-                status="needs_confirmation",
-                **base,
-                confirmation_token=token,
-                token_expires_at=expires,
-                message=f"{question(spec, cost)} Ask your human; if they approve, call launch "
-                f"again with this spec and confirmation_token (valid 15 minutes, for "
-                f"this exact spec and cost only)",
-            )
+    outcome, approved_by, token = decide(
+        spec.spec_id, cost.worst_case_usd, confirmation_token, human, policy, ledger
+    )
+    if outcome == "declined":
+        return LaunchResult(
+            status="declined", **base, message="the human declined: nothing was started"
+        )
+    if outcome == "needs_confirmation":
+        assert token is not None
+        return LaunchResult(
+            status="needs_confirmation",
+            **base,
+            confirmation_token=token[0],
+            token_expires_at=token[1],
+            message=f"{question(spec, cost)} Ask your human; if they approve, call launch "
+            f"again with this spec and confirmation_token (valid 15 minutes, for "
+            f"this exact spec and cost only)",
+        )
 
     backend = ctx.backend(spec.compute.backend) if spec.compute.backend in ctx.backends else None
     if backend is None:

@@ -62,6 +62,9 @@ class RunDetail(RunSummary):
     components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
     checkpoints: list[dict[str, Any]] = Field(default_factory=list)
     health: list[str] = Field(default_factory=list, description="Warnings from metrics/traces.")
+    evaluation: dict[str, Any] | None = Field(
+        None, description="The latest evaluate verdict, with the reward's base and trained means."
+    )
     run_dir: str | None = None
     torn_lines: int = 0
     metrics: list[dict[str, Any]] | None = Field(None, description="Per-step metrics (verbose).")
@@ -172,6 +175,24 @@ def trend(rewards: list[float], window: int = TREND_WINDOW) -> Trend:
     return Trend(first_mean=first, last_mean=last, window=w, delta=last - first)
 
 
+def _evaluation(run_dir: Path) -> dict[str, Any] | None:
+    from posttrain.evals.evaluate import latest
+
+    found = latest(run_dir)
+    if found is None:
+        return None
+    reward = next((m for m in found["metrics"] if m["is_training_reward"]), found["metrics"][0])
+    return {
+        "verdict": found["verdict"],
+        "tasks_used": found["tasks_used"],
+        "created_at": found["created_at"],
+        "path": found.get("path"),
+        "reward_base": reward["base_mean"],
+        "reward_trained": reward["trained_mean"],
+        "ci": [reward["ci_low"], reward["ci_high"]],
+    }
+
+
 def _health(ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]]) -> list[str]:
     from posttrain.rewards.registry import get_reward
     from posttrain.runs.layout import SPEC, read_json
@@ -217,6 +238,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         components=(metrics[-1].get("components") or {}) if metrics else {},
         checkpoints=ctx.index.checkpoints(run_id),
         health=_health(ctx, row, metrics),
+        evaluation=_evaluation(Path(row["run_dir"])),
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
         metrics=metrics if verbose else None,
