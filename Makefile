@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup demo reward-check test lint format bench
+.PHONY: setup demo reward-check browser test lint format bench
 
 setup: $(VENV)/.installed
 
@@ -22,7 +22,12 @@ demo: setup
 reward-check: setup
 	$(VENV)/bin/posttrain reward check rhyme_relevance --data examples/rhyme_qa.jsonl --honest-column verse
 
-test: setup
+# The dashboard test drives Debian's Chromium (no browser download: the network is closed).
+browser:
+	@command -v chromium >/dev/null || (echo "installing Debian's chromium for the dashboard test" \
+	  && (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: setup browser
 	$(PY) -m pytest -q
 
 lint: setup

@@ -162,6 +162,22 @@ def serve(
     guarded(lambda: serve_http(server, host, port, os.environ.get(TOKEN_ENV) or None))
 
 
+@app.command("dashboard")
+def dashboard(
+    host: Annotated[str, typer.Option(help="Bind address; not loopback needs a token.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8766,
+) -> None:
+    """Serve the dashboard: runs, curves, traces, logs and verdicts, for a human supervisor."""
+    import os
+
+    from posttrain.dashboard.app import TOKEN_ENV, serve
+
+    console.print(f"posttrain dashboard on http://{host}:{port}/")
+    guarded(lambda: serve(host, port, os.environ.get(TOKEN_ENV) or None))
+
+
 def main() -> None:
     app()
 

@@ -11,6 +11,7 @@ token on clients that do not.
 # No "from __future__ import annotations": MCP reads the tool signatures at runtime, and
 # the approval resolvers are local names that string annotations could not resolve.
 
+import base64
 import logging
 import time
 import traceback
@@ -27,7 +28,7 @@ from mcp.server.mcpserver import (
     Resolve,
 )
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from posttrain.errors import PosttrainError
@@ -358,11 +359,37 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     async def get_run(
         run_id: RunId,
         verbose: Annotated[bool, Field(description="Include per-step metrics.")] = False,
+        plot: Annotated[
+            bool,
+            Field(
+                description="Also return the reward curve as a PNG image "
+                "(for clients that show images)."
+            ),
+        ] = False,
     ) -> RunDetail:
         """Status of one run: stage, step/total, reward now/best/trend, elapsed time, cost so
-        far, stalled flag, cause of failure, checkpoints, and health warnings (reward jumps,
-        length collapse, repeated end words, zero-variance groups). Poll this; it is cheap."""
-        return await call(lambda: run_tools.get_run(run_id, verbose, rc))
+        far, stalled flag, cause of failure, checkpoints, the evaluation verdict, and health
+        warnings (reward jumps, length collapse, repeated end words, zero-variance groups).
+        Poll this; it is cheap."""
+        detail = await call(lambda: run_tools.get_run(run_id, verbose or plot, rc))
+        if not plot:
+            return detail
+        from posttrain.dashboard.charts import metric_series, png_chart
+
+        image = png_chart(
+            metric_series(detail.metrics or [], "reward"), f"{detail.run_id}: reward per step"
+        )
+        if not verbose:
+            detail.metrics = None
+        return CallToolResult(  # type: ignore[return-value]
+            content=[
+                TextContent(type="text", text=detail.model_dump_json()),
+                ImageContent(
+                    type="image", data=base64.b64encode(image).decode(), mime_type="image/png"
+                ),
+            ],
+            structured_content=detail.model_dump(mode="json"),
+        )
 
     @server.tool(annotations=READ_ONLY)
     async def tail_logs(

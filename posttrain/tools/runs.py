@@ -358,6 +358,35 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
     )
 
 
+class Stage(BaseModel):
+    stage: str
+    t: float
+
+
+def stage_timeline(run_id: str, ctx: Context | None = None) -> list[Stage]:
+    """The stages a run went through, with the time each began (from its events)."""
+    from posttrain.runs.layout import iter_events
+
+    ctx = ctx or Context()
+    row = ctx.run(run_id)
+    stages = [
+        Stage(stage=e["stage"], t=e["t"])
+        for e in iter_events(Path(row["run_dir"]))
+        if e.get("type") == "stage"
+    ]
+    if row["status"] in FINAL_STATUSES and row["ended_at"]:
+        stages.append(Stage(stage=row["status"], t=row["ended_at"]))
+    return stages
+
+
+def latest_evaluation(run_id: str, ctx: Context | None = None) -> dict[str, Any] | None:
+    """The newest stored evaluation of a run, in full, or None."""
+    from posttrain.evals.evaluate import latest
+
+    ctx = ctx or Context()
+    return latest(Path(ctx.run(run_id)["run_dir"]))
+
+
 def pull_run(run_id: str, out: Path, ctx: Context | None = None) -> dict[str, Any]:
     """Copy or download the run's final adapter (or weights) into `out`."""
     ctx = ctx or Context()
