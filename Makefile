@@ -42,3 +42,4 @@ bench: setup
 	$(PY) bench/rewards.py
 	$(PY) bench/smoke.py
 	$(PY) bench/tool_latency.py
+	$(PY) bench/load.py

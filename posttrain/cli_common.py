@@ -17,6 +17,7 @@ from posttrain.errors import (
     PosttrainError,
     RewardError,
 )
+from posttrain.secrets import redact
 
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NEEDS_APPROVAL, EXIT_BACKEND = 2, 3, 4, 5
 
@@ -28,7 +29,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for agents.")
 
 def fail(message: str, hint: str, code: int) -> None:
     """Print the error as JSON on stderr and exit with its stable code."""
-    print(json.dumps({"error": message, "hint": hint, "code": code}), file=sys.stderr)
+    print(json.dumps({"error": redact(message), "hint": hint, "code": code}), file=sys.stderr)
     raise typer.Exit(code)
 
 

@@ -22,5 +22,10 @@ class NotFoundError(PosttrainError, LookupError):
     """A run, file or name does not exist."""
 
 
+class BackendError(PosttrainError):
+    """A backend could not do what was asked: not configured, not deployed, unreachable, or
+    its storage is full or read-only."""
+
+
 class BudgetError(PosttrainError):
     """A launch refused by the budget policy, or a confirmation token that is not valid."""

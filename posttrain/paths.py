@@ -24,6 +24,8 @@ def allowed_roots() -> list[Path]:
 def confine(path: str | Path, what: str, roots: list[Path] | None = None) -> Path:
     """The resolved path, or ConfigError when it lies outside every allowed root."""
     roots = roots if roots is not None else allowed_roots()
+    if "\x00" in str(path):
+        raise ConfigError(f"{what} contains a NUL byte; give a real file path")
     resolved = Path(path).expanduser()
     resolved = (resolved if resolved.is_absolute() else Path.cwd() / resolved).resolve()
     if not any(resolved == r or resolved.is_relative_to(r) for r in roots):

@@ -25,6 +25,7 @@ from posttrain.catalog import PRESETS, get_preset, parse_gpu
 from posttrain.errors import ConfigError
 
 MAX_TIMEOUT_S = 24 * 3600
+MAX_GYM_ROWS = 100_000
 # Names people reach for from other tools, and the field that means the same here.
 ALIASES = {
     "lr": "learning_rate",
@@ -139,6 +140,10 @@ class DatasetSpec(Strict):
             raise ValueError(
                 f"give exactly one of dataset.builtin, dataset.path, dataset.hf_repo "
                 f"(given: {given or 'none'})"
+            )
+        if self.builtin and (self.n_rows or 0) > MAX_GYM_ROWS:
+            raise ValueError(
+                f"the rhyme gym generates at most {MAX_GYM_ROWS:,} rows (n_rows {self.n_rows:,})"
             )
         if self.path and not Path(self.path).expanduser().is_file():
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
@@ -368,6 +373,8 @@ def load_spec(source: str | Path | dict[str, Any] | RunSpec) -> RunSpec:
     if isinstance(source, Path) or (
         isinstance(source, str) and not source.lstrip().startswith("{")
     ):
+        if "\x00" in str(source):
+            raise ConfigError("spec file path contains a NUL byte; give a real file path")
         path = Path(source).expanduser()
         if not path.is_file():
             raise ConfigError(f"spec file {path} does not exist; give a .yaml or .json spec file")

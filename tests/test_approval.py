@@ -154,3 +154,36 @@ def test_local_runs_are_free_and_need_no_approval(paid):
     from posttrain.tools.launch import human_question
 
     assert human_question({"dataset": {"builtin": "rhyme-gym"}}, ctx=ctx) is None
+
+
+def test_two_launches_racing_for_the_budget_cannot_pass_the_daily_cap_together(home, monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "3")  # room for one $1.95 run, not two
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "2")
+
+    class SlowDouble(PaidBackendDouble):
+        def start(self, spec, run_id=None, **meta):
+            time.sleep(0.5)  # widen the window between the cap check and the record
+            return super().start(spec, run_id, **meta)
+
+    backend = SlowDouble()
+    outcomes = []
+
+    def race(key):
+        ctx = Context(backends={"modal": backend})
+        from posttrain.tools.launch import launch
+
+        try:
+            outcomes.append(launch(PAID, idempotency_key=key, ctx=ctx).status)
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=race, args=(k,)) for k in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["BudgetError", "BudgetError", "started"]
+    assert len(backend.started) == 1

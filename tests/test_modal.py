@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from posttrain import gym
-from posttrain.errors import BudgetError
+from posttrain.errors import BackendError, BudgetError
 from posttrain.gpu import modal_app
 from posttrain.runs.layout import iter_events
-from posttrain.runs.modal_backend import BackendError, ModalBackend
+from posttrain.runs.modal_backend import ModalBackend
 from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, pull_run, sample_traces

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from posttrain.dashboard.charts import metric_series, png_chart, svg_chart
 from posttrain.errors import ConfigError, NotFoundError, PosttrainError
 from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.secrets import redact
 from posttrain.server.http import is_loopback
 from posttrain.tools import runs as tools
 from posttrain.tools.context import Context
@@ -171,7 +172,7 @@ def build_app(
             "error.html",
             code=404,
             title="Not found",
-            message=str(exc) if isinstance(exc, PosttrainError) else "No such page.",
+            message=redact(str(exc)) if isinstance(exc, PosttrainError) else "No such page.",
         )
 
     async def failed(request: Request, exc: Exception) -> Response:

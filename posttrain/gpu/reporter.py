@@ -30,6 +30,7 @@ from posttrain.spec import TraceSpec
 
 HEARTBEAT_S = 10.0
 TRACE_TEXT_CHARS = 4000  # a trace keeps at most this much of a prompt or completion
+LOG_MESSAGE_CHARS = 4000
 
 
 class Cancelled(Exception):
@@ -78,6 +79,8 @@ class Reporter:
         self.log(f"stage: {stage}")
 
     def log(self, message: str, level: str = "info") -> None:
+        if len(message) > LOG_MESSAGE_CHARS:  # one line may not flood the log or the index
+            message = message[:LOG_MESSAGE_CHARS] + f"... [{len(message)} characters]"
         self.events.write("log", level=level, message=message)
 
     def metrics(self, phase: str, step: int, values: dict[str, Any]) -> None:

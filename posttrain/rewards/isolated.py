@@ -20,8 +20,11 @@ DEFAULT_TIMEOUT_S = 60.0
 STDERR_TAIL = 600
 
 
-def probe_in_subprocess(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
-    """Run run_probes(**job) in a child process; its report, or RewardError saying why not."""
+def probe_in_subprocess(job: dict[str, Any], timeout_s: float | None = None) -> dict:
+    """Run run_probes(**job) in a child process; its report, or RewardError saying why not.
+    The limit: `timeout_s`, else $POSTTRAIN_REWARD_TIMEOUT_S, else 60 s."""
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("POSTTRAIN_REWARD_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     try:
         out = subprocess.run(

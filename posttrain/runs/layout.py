@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import ConfigError, NotFoundError
+from posttrain.secrets import redact, redact_value, secret_values
 
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,63}$")
 EVENTS, RUN_META, SPEC, HOLDOUT = "events.jsonl", "run.json", "spec.json", "holdout.jsonl"
@@ -87,7 +88,9 @@ def run_dir(run_id: str, root: Path | None = None, must_exist: bool = True) -> P
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a reader sees the old file or the new one, never half of either."""
+    """Write JSON so that a reader sees the old file or the new one, never half of either
+    (secret values redacted)."""
+    data = redact_value(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(
         "w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8"
@@ -99,9 +102,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file; {} when it is missing or damaged (never an exception: one
+    broken run directory must not stop the others from being read)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -114,12 +119,14 @@ class EventWriter:
         directory.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.last_write = 0.0
+        self._secrets = secret_values()  # never written, whoever composed the event
         if _ends_mid_line(self.path):  # a torn line from a killed writer: close it off
             os.write(self._fd, b"\n")
 
     def write(self, type_: str, durable: bool = False, **fields: Any) -> dict[str, Any]:
         event = {"t": round(time.time(), 3), "type": type_, **fields}
         line = json.dumps(event, default=_jsonable, separators=(",", ":")) + "\n"
+        line = redact(line, self._secrets) if self._secrets else line
         os.write(self._fd, line.encode())
         if durable:  # stages, checkpoints and results must survive a crash of the machine
             os.fsync(self._fd)

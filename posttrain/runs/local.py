@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from posttrain.errors import BackendError
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
@@ -46,6 +48,17 @@ class LocalBackend:
 
     def start(self, spec: RunSpec, run_id: str | None = None, **meta: Any) -> str:
         run_id = run_id or new_run_id()
+        try:
+            return self._start(spec, run_id, meta)
+        except OSError as exc:  # a full or read-only disk: say so, leave nothing half-made
+            shutil.rmtree(self.root / run_id, ignore_errors=True)
+            raise BackendError(
+                f"cannot create the run directory in {self.root}: {exc.strerror or exc}; free "
+                f"disk space or make it writable (or set POSTTRAIN_HOME elsewhere); nothing "
+                f"was started"
+            ) from None
+
+    def _start(self, spec: RunSpec, run_id: str, meta: dict[str, Any]) -> str:
         run_dir = self.root / run_id
         run_dir.mkdir(parents=True, exist_ok=False)
         (run_dir / SPEC).write_text(spec.to_json(), encoding="utf-8")

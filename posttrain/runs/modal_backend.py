@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.catalog import gpu_prices, parse_gpu
-from posttrain.errors import PosttrainError
+from posttrain.errors import BackendError
 from posttrain.runs.layout import (
     EVENTS,
     HOLDOUT,
@@ -45,10 +45,6 @@ NOT_CONFIGURED = (
     "Modal is not configured: run `modal token new` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET; "
     "use backend local for a free dry run"
 )
-
-
-class BackendError(PosttrainError):
-    """The backend could not do what was asked (not configured, not deployed, unreachable)."""
 
 
 def _modal() -> Any:

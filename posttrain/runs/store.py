@@ -76,31 +76,78 @@ class Store:
         self._lock = threading.RLock()
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
+        self.rebuilt_because: str | None = None
+        self.read_only = False
         self._create_schema()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+        try:
+            db = sqlite3.connect(
+                self.path, check_same_thread=False, timeout=30, isolation_level=None
+            )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.OperationalError:
+            if not self.path.exists():
+                raise
+            # A read-only (or full) disk: read the index as it is, without WAL files.
+            db = sqlite3.connect(
+                f"file:{self.path}?mode=ro&immutable=1",
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+            )
+            self.read_only = True
         db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
         return db
 
     def _create_schema(self) -> None:
-        db = self._connect()
-        version = db.execute("PRAGMA user_version").fetchone()[0]
+        """Open (or create) the index; one of another format, or corrupted, is set aside and
+        rebuilt from the run directories: it is only a cache of them."""
+        try:
+            db = self._connect()
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("quick_check failed")
+        except sqlite3.DatabaseError as exc:  # "file is not a database", a torn page...
+            self._set_aside(f"corrupt ({exc})")
+            db = self._connect()
+            version = 0
         if version not in (0, SCHEMA_VERSION):  # an index of another format: start over
             db.close()
-            self.path.unlink()
+            self._set_aside(f"format {version}")
             db = self._connect()
-        db.executescript(SCHEMA)
-        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        db.close()
+        try:
+            db.executescript(SCHEMA)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.OperationalError:
+            if version != SCHEMA_VERSION:
+                raise  # an index that cannot be created cannot be read either
+            self.read_only = True  # the schema is there; writes will fail and be reported
+        finally:
+            db.close()
+
+    def _set_aside(self, why: str) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            old = self.path.with_name(self.path.name + suffix)
+            if old.exists():
+                old.replace(old.with_name(f"{old.name}.bad-{stamp}"))
+        self.rebuilt_because = why
 
     @property
     def db(self) -> sqlite3.Connection:
+        """This thread's connection. A read-only fallback connection is opened afresh on
+        every use, so the index is writable again as soon as the disk is."""
         db = getattr(self._local, "db", None)
-        if db is None:
+        if db is None or getattr(self._local, "read_only", False):
+            if db is not None:
+                db.close()
+                with self._lock:
+                    self._connections.remove(db)
+            self.read_only = False
             db = self._local.db = self._connect()
+            self._local.read_only = self.read_only
             with self._lock:
                 self._connections.append(db)
         return db

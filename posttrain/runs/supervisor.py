@@ -31,6 +31,7 @@ from posttrain.runs.layout import (
     write_json_atomic,
 )
 from posttrain.runs.queue import cpu_thread_env, wait_for_slot
+from posttrain.secrets import redact, secret_values
 
 
 def describe_exit(code: int) -> str:
@@ -53,6 +54,18 @@ def last_output(run_dir: Path, lines: int = 5) -> str:
     return " | ".join(tail)[-600:]
 
 
+def copy_output(child: subprocess.Popen, path: Path) -> None:
+    """The trainer's output, line by line into stdout.log, with secret values redacted
+    (a library may print its environment, a traceback may quote a token)."""
+    values = secret_values()
+    assert child.stdout is not None
+    with path.open("ab") as out:
+        for raw in iter(child.stdout.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            out.write(redact(line, values).encode())
+            out.flush()
+
+
 def supervise(run_dir: Path) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     me = os.getpid()
@@ -71,22 +84,22 @@ def supervise(run_dir: Path) -> int:
         events.close()
         return 0
     env = {**os.environ, **cpu_thread_env()}
-    with (run_dir / STDOUT).open("ab") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "posttrain.gpu.train", str(run_dir)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            # the trainer takes SIGTERM as "stop after this step"; it must not inherit SIG_IGN
-            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
-        )
+    child = subprocess.Popen(
+        [sys.executable, "-m", "posttrain.gpu.train", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        # the trainer takes SIGTERM as "stop after this step"; it must not inherit SIG_IGN
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
     info.update(
         trainer_pid=child.pid,
         trainer_start=process_start(child.pid),
         trainer_started_at=time.time(),
     )
     write_json_atomic(run_dir / PROCESS, info)
+    copy_output(child, run_dir / STDOUT)
     code = child.wait()
     if not has_result(run_dir):
         cancelled = (run_dir / CANCEL_REQUEST).exists()

@@ -13,6 +13,7 @@ token on clients that do not.
 
 import base64
 import logging
+import sqlite3
 import time
 import traceback
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from pydantic import BaseModel, Field
 from posttrain.errors import PosttrainError
 from posttrain.paths import confine_spec, confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.secrets import redact
 from posttrain.spec import load_spec
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
@@ -107,14 +109,21 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         try:
             return await anyio.to_thread.run_sync(fn)
         except PosttrainError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(redact(str(exc))) from None
         except ToolError:
             raise
-        except Exception as exc:  # the server must stay up: report, log, carry on
-            log.error("tool failed unexpectedly:\n%s", traceback.format_exc())
+        except sqlite3.OperationalError as exc:  # a full or read-only disk under the index
             raise ToolError(
-                f"internal error ({type(exc).__name__}: {exc}); the server is "
-                f"still running, and the details are in its log"
+                f"storage problem: {exc}; free disk space in POSTTRAIN_HOME or make "
+                f"it writable (the server is still running)"
+            ) from None
+        except Exception as exc:  # the server must stay up: report, log, carry on
+            log.error("tool failed unexpectedly:\n%s", redact(traceback.format_exc()))
+            raise ToolError(
+                redact(
+                    f"internal error ({type(exc).__name__}: {exc}); the server is "
+                    f"still running, and the details are in its log"
+                )
             ) from None
 
     # -- approval ------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Host and Origin headers are checked (DNS rebinding: a web page must not reach a server on
 localhost through a hostile domain), and any address other than loopback requires a bearer
-token, compared in constant time. The token comes from the environment, never from a flag
+token, compared in constant time (a page cannot know it, so with a token any Host passes
+unless POSTTRAIN_ALLOWED_HOSTS lists them). The token comes from the environment, never from a flag
 (flags show up in process listings).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import os
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
@@ -29,8 +31,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def security(host: str, port: int) -> TransportSecuritySettings:
-    hosts = {f"{host}:{port}", host}
+def security(host: str, port: int, token: str | None = None) -> TransportSecuritySettings:
+    """Host and Origin checks against DNS rebinding. With a bearer token a hostile page
+    cannot call the server anyway, so any Host is accepted unless POSTTRAIN_ALLOWED_HOSTS
+    (comma-separated host[:port] values) names them."""
+    named = [
+        h.strip() for h in os.environ.get("POSTTRAIN_ALLOWED_HOSTS", "").split(",") if h.strip()
+    ]
+    if token and not named:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = {f"{host}:{port}", host, *named}
     if is_loopback(host):
         hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
     origins = [f"http://{h}" for h in sorted(hosts)]
@@ -73,7 +83,7 @@ def http_app(server: Any, host: str, port: int, token: str | None) -> Any:
             f"{TOKEN_ENV} to a long random secret (clients send it as 'Authorization: Bearer "
             f"...'), or bind 127.0.0.1"
         )
-    app = server.streamable_http_app(transport_security=security(host, port), host=host)
+    app = server.streamable_http_app(transport_security=security(host, port, token), host=host)
     return BearerAuth(app, token) if token else app
 
 

@@ -6,7 +6,9 @@ result, so a status read after a crash, a restart or a SIGKILL tells the truth.
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from posttrain.runs.modal_backend import ModalBackend
 from posttrain.runs.store import Store
 
 STALL_AFTER_S = float(os.environ.get("POSTTRAIN_STALL_S", "180"))  # no event for this long
+log = logging.getLogger("posttrain")
 
 
 @dataclass
@@ -26,6 +29,7 @@ class Context:
     root: Path = field(default_factory=runs_root)
     store: Store | None = None
     backends: dict[str, Any] = field(default_factory=dict)
+    degraded: str | None = None  # set while the index cannot be written
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -40,7 +44,20 @@ class Context:
         return self.store
 
     def refresh(self, run_id: str | None = None) -> None:
-        """Ingest new events; give dead runs their result; then ingest that too."""
+        """Ingest new events; give dead runs their result; then ingest that too. When the
+        index cannot be written (a full or read-only disk), answer from it as it is and say
+        so in `degraded`: reading runs must keep working."""
+        try:
+            self._refresh(run_id)
+            self.degraded = None
+        except (sqlite3.OperationalError, OSError) as exc:
+            self.degraded = (
+                f"the index could not be updated ({exc}); showing what it held "
+                f"before. Free disk space in {home()} or make it writable"
+            )
+            log.warning(self.degraded)
+
+    def _refresh(self, run_id: str | None) -> None:
         ids = [run_id] if run_id else None
         self.index.sync(ids)
         rows = [self.index.get(run_id)] if run_id else self.index.list_runs(limit=10_000)

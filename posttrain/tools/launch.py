@@ -10,12 +10,13 @@ live runs.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import ConfigError
+from posttrain.errors import BackendError, ConfigError
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.budget import BudgetPolicy, Ledger
@@ -175,7 +176,8 @@ def launch(
             f"compute.backend '{spec.compute.backend}' is not available here; "
             f"use backend 'local' for a free run on this machine"
         )
-    run_id = ledger.reserve_and_start(
+    run_id = record_and_start(
+        ledger,
         policy=policy,
         spec_id=spec.spec_id,
         worst_case_usd=cost.worst_case_usd,
@@ -194,6 +196,17 @@ def launch(
         **base,
         message=f"started {run_id} on {spec.compute.backend}; poll get_run",
     )
+
+
+def record_and_start(ledger: Ledger, **kwargs: Any) -> str:
+    """Ledger.reserve_and_start, with a full or read-only disk reported as such."""
+    try:
+        return ledger.reserve_and_start(**kwargs)
+    except sqlite3.OperationalError as exc:
+        raise BackendError(
+            f"cannot record the launch in {ledger.path}: {exc}; free disk space or make "
+            f"{ledger.path.parent} writable; nothing was started"
+        ) from None
 
 
 def smoke_spec(

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.dataset import prepare, read_rows
 from posttrain.errors import ConfigError
-from posttrain.rewards.isolated import DEFAULT_TIMEOUT_S, probe_in_subprocess
+from posttrain.rewards.isolated import probe_in_subprocess
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.registry import REWARDS, get_reward
 from posttrain.spec import load_spec
@@ -59,7 +59,7 @@ def check_reward(
     reference_column: str | None = None,
     honest_column: str | None = None,
     rows: int = 32,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> RewardCheck:
     """Score the probe battery beside honest answers; flag exploits and degenerate rewards."""
     if (spec is None) == (data is None):

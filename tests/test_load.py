@@ -1,0 +1,26 @@
+"""Load: 50 MCP clients over streamable HTTP while two local runs train, with no errors.
+(bench/load.py runs the same for 60 s and prints the latency figures.)"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "load.py"
+
+
+def test_fifty_clients_get_answers_without_errors_while_two_runs_train():
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--clients", "50", "--seconds", "10", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["error_count"] == 0, result["errors"]
+    assert all(t["calls"] > 0 for t in result["tools"].values())
+    assert all(step > 0 for step in result["training_steps_during_load"].values())

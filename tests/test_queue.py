@@ -1,0 +1,72 @@
+"""The local run limit: at most N trainers at once; the rest queue and start in order."""
+
+import itertools
+
+import pytest
+
+from posttrain.runs.layout import iter_events
+from posttrain.tools.launch import launch
+from posttrain.tools.runs import get_run
+from tests.conftest import kill_leftover_runs, wait_for
+
+pytestmark = pytest.mark.slow
+
+TINY = {
+    "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
+    "reward": "rhyme",
+    "algorithm": {
+        "steps": 3,
+        "lora": None,
+        "learning_rate": 5e-4,
+        "batch_size": 8,
+        "num_generations": 4,
+        "max_completion_length": 16,
+        "save_every": 0,
+        "traces": {"every": 0, "samples": 2},
+    },
+}
+
+
+def span(home, run_id):
+    events = list(iter_events(home / "runs" / run_id))
+    start = next(e["t"] for e in events if e["type"] == "stage")
+    end = next(e["t"] for e in events if e["type"] == "result")
+    return start, end
+
+
+def test_runs_beyond_the_limit_queue_and_start_in_order(home, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "1")
+    ids = [launch({**TINY, "algorithm": {**TINY["algorithm"], "seed": s}}).run_id for s in range(3)]
+    try:
+        queued = wait_for(lambda: get_run(ids[2]).status == "queued", timeout_s=30, every_s=0.1)
+        assert queued
+        for run_id in ids:
+            wait_for(lambda r=run_id: get_run(r).status == "succeeded", timeout_s=300)
+    finally:
+        kill_leftover_runs(home)
+    spans = [span(home, r) for r in ids]
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start >= end - 0.5  # one trainer at a time (0.5 s: the slot's hand-over)
+    assert [s for s, _ in spans] == sorted(s for s, _ in spans)  # in the order launched
+    waits = [
+        e["message"]
+        for r in ids[1:]
+        for e in iter_events(home / "runs" / r)
+        if e["type"] == "log" and e["message"].startswith("queued")
+    ]
+    assert len(waits) == 2
+
+
+def test_two_slots_run_two_trainers_at_once(home, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "2")
+    ids = [
+        launch({**TINY, "algorithm": {**TINY["algorithm"], "seed": s, "steps": 40}}).run_id
+        for s in range(2)
+    ]
+    try:
+        for run_id in ids:
+            wait_for(lambda r=run_id: get_run(r).status == "succeeded", timeout_s=300)
+    finally:
+        kill_leftover_runs(home)
+    (a_start, a_end), (b_start, b_end) = (span(home, r) for r in ids)
+    assert b_start < a_end and a_start < b_end  # they overlapped
