@@ -15,6 +15,7 @@ from rich.table import Table
 
 from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, console, emit, guarded
 from posttrain.errors import ConfigError
+from posttrain.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.termplot import chart, sparkline
 
@@ -29,19 +30,6 @@ def parse_duration(text: str | None) -> float | None:
     if not match:
         raise ConfigError(f"--since '{text}': use a number and a unit, e.g. 90s, 15m, 2h, 3d")
     return float(match.group(1)) * UNIT_S[match.group(2)]
-
-
-def _ago(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 ConfirmFlag = Annotated[
@@ -123,9 +111,9 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                     r["model"] or "-",
                     r["kind"] or "-",
                     f"{r['step']}/{r['total_steps'] or '?'}",
-                    _fmt(r["reward"]),
-                    _fmt(r["best_reward"]),
-                    _ago(r["age_s"]),
+                    num(r["reward"]),
+                    num(r["best_reward"]),
+                    ago(r["age_s"]),
                 )
             console.print(table if rows else "no runs")
 
@@ -149,10 +137,10 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
             )
             t = d["trend"]
             console.print(
-                f"reward now {_fmt(d['reward'])}, best {_fmt(d['best_reward'])}; "
-                f"first {t['window']} steps {_fmt(t['first_mean'])} -> last "
-                f"{t['window']} {_fmt(t['last_mean'])}; elapsed "
-                f"{_ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}"
+                f"reward now {num(d['reward'])}, best {num(d['best_reward'])}; "
+                f"first {t['window']} steps {num(t['first_mean'])} -> last "
+                f"{t['window']} {num(t['last_mean'])}; elapsed "
+                f"{ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}"
             )
             if d["stalled"]:
                 console.print("[bold red]stalled:[/bold red] no event for a while")
@@ -235,7 +223,7 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                 console.rule(f"step {s} ({order} {len(rows)})")
                 for r in rows:
                     comps = ", ".join(f"{k} {v:.2f}" for k, v in r["components"].items())
-                    console.print(f"[bold]reward {_fmt(r['reward'])}[/bold]  {comps}")
+                    console.print(f"[bold]reward {num(r['reward'])}[/bold]  {comps}")
                     console.print(f"[dim]prompt:[/dim] {r['prompt']}")
                     console.print(r["completion"], highlight=False)
                     console.print()
@@ -359,7 +347,7 @@ def _demo_summary(tools: Any, d: Any) -> None:
             console.rule(f"best samples at step {step}")
             for r in rows:
                 console.print(
-                    f"[bold]{_fmt(r.reward)}[/bold] rhyme {r.components.get('rhyme', 0):.2f}"
+                    f"[bold]{num(r.reward)}[/bold] rhyme {r.components.get('rhyme', 0):.2f}"
                 )
                 console.print(r.completion, highlight=False)
     console.print(

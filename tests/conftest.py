@@ -52,3 +52,23 @@ def kill_leftover_runs(home_dir: Path) -> None:
         if pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, timeout_s: float = 30) -> None:
+    """Until something accepts connections on 127.0.0.1:port."""
+    import socket
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, timeout_s=timeout_s, every_s=0.2)

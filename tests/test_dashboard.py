@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -15,7 +14,7 @@ import pytest
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run
-from tests.conftest import kill_leftover_runs, wait_for
+from tests.conftest import free_port, kill_leftover_runs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,12 +49,6 @@ SPEC = {
         "traces": {"every": 2, "samples": 4},
     },
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from posttrain.server.app import build_server
 from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, list_runs, tail_logs
-from tests.conftest import kill_leftover_runs, wait_for
+from tests.conftest import free_port, kill_leftover_runs, wait_for, wait_listening
 from tests.test_store import make_run
 
 SMALL = {
@@ -39,12 +38,6 @@ SMALL = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_http_server(home: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
@@ -54,11 +47,7 @@ def start_http_server(home: Path) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.DEVNULL,
     )
 
-    def listening():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, timeout_s=30, every_s=0.2)
+    wait_listening(port)
     return proc, f"http://127.0.0.1:{port}/mcp"
 
 

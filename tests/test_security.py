@@ -3,7 +3,6 @@
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 from mcp import Client
 
 from posttrain.server.app import build_server
-from tests.conftest import kill_leftover_runs, wait_for
+from tests.conftest import free_port, kill_leftover_runs, wait_listening
 
 SENTINEL = "sentinel-7f3a9c1e5b2d4068"
 SECRETS = {
@@ -48,12 +47,6 @@ def post(url: str, headers: dict[str, str]) -> int:
         return exc.code
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve(home: Path, *args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
     port = free_port()
     proc = subprocess.Popen(
@@ -63,11 +56,7 @@ def serve(home: Path, *args: str, env: dict | None = None) -> tuple[subprocess.P
         stderr=subprocess.PIPE,
     )
 
-    def listening():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, timeout_s=30, every_s=0.2)
+    wait_listening(port)
     return proc, port
 
 

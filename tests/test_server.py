@@ -3,7 +3,6 @@ protocol eras, driving the lifecycle on the tiny local model."""
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from posttrain.server.app import build_server
-from tests.conftest import kill_leftover_runs
+from tests.conftest import free_port, kill_leftover_runs, wait_listening
 
 pytestmark = pytest.mark.slow
 
@@ -120,12 +119,6 @@ def test_stdio_client_drives_the_lifecycle(served_home, mode):
     asyncio.run(main())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def http_server(served_home):
     port = free_port()
@@ -135,12 +128,7 @@ def http_server(served_home):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
+    wait_listening(port)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from starlette.routing import Route
 
 from posttrain.dashboard.charts import metric_series, png_chart, svg_chart
 from posttrain.errors import ConfigError, NotFoundError, PosttrainError
+from posttrain.formatting import ago, clock, num
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.secrets import redact
 from posttrain.server.http import is_loopback
@@ -37,23 +37,6 @@ TOKEN_ENV = "POSTTRAIN_DASHBOARD_TOKEN"
 COOKIE = "posttrain_token"
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_N = 64
-
-
-def _fmt(value: Any) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _ago(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def _time(t: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
 
 
 def reward_charts(metrics: list[dict[str, Any]]) -> dict[str, str]:
@@ -80,7 +63,7 @@ def build_app(
 ) -> Starlette:
     rc = ctx or Context()
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape())
-    env.globals.update(fmt=_fmt, ago=_ago, time=_time)
+    env.globals.update(fmt=num, ago=ago, time=clock)
 
     def page(name: str, code: int = 200, **values: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**values), status_code=code)

@@ -190,6 +190,22 @@ def read_events(path: Path, offset: int = 0, final: bool = False) -> EventBatch:
     return EventBatch(events, position, torn)
 
 
+def write_result(directory: Path, status: str, cause: str | None, **final: Any) -> None:
+    """Append the run's result event (durable: it is how the run ended)."""
+    events = EventWriter(directory)
+    events.write("result", durable=True, status=status, cause=cause, final=final)
+    events.close()
+
+
+def record_end(directory: Path, cause: str, **final: Any) -> None:
+    """The result of a run whose trainer ended without writing one: cancelled when someone
+    asked it to stop, failed otherwise."""
+    if (directory / CANCEL_REQUEST).exists():
+        write_result(directory, "cancelled", f"cancelled by request; {cause}", **final)
+    else:
+        write_result(directory, "failed", cause, **final)
+
+
 def has_result(directory: Path) -> bool:
     """Whether the run has ended (a result event is written)."""
     return any(e.get("type") == "result" for e in iter_events(directory))

@@ -25,12 +25,12 @@ from posttrain.runs.layout import (
     PROCESS,
     RUN_META,
     SPEC,
-    EventWriter,
     has_result,
     new_run_id,
     process_alive,
     process_start,
     read_json,
+    record_end,
     runs_root,
     write_json_atomic,
 )
@@ -113,20 +113,11 @@ class LocalBackend:
         time.sleep(0.2)
         if has_result(run_dir):
             return False
-        cancelled = (run_dir / CANCEL_REQUEST).exists()
-        cause = (
-            "trainer and its supervisor are gone without a result (the machine restarted, "
-            "or both were killed)"
+        record_end(
+            run_dir,
+            "trainer and its supervisor are gone without a result (the machine "
+            "restarted, or both were killed)",
         )
-        events = EventWriter(run_dir)
-        events.write(
-            "result",
-            durable=True,
-            status="cancelled" if cancelled else "failed",
-            cause=f"cancelled by request; {cause}" if cancelled else cause,
-            final={},
-        )
-        events.close()
         return True
 
     def cost_usd(self, row: dict[str, Any]) -> float:

@@ -29,12 +29,12 @@ from posttrain.runs.layout import (
     HOLDOUT,
     RUN_META,
     SPEC,
-    EventWriter,
     has_result,
     new_run_id,
     read_json,
     runs_root,
     write_json_atomic,
+    write_result,
 )
 from posttrain.spec import RunSpec
 
@@ -74,15 +74,15 @@ class ModalBackend:
         if not (config.get("token_id") and config.get("token_secret")):
             raise BackendError(NOT_CONFIGURED)
 
-    def _function(self) -> Any:
+    def _function(self, name: str = TRAIN_FUNCTION) -> Any:
         try:
-            fn = self.sdk.Function.from_name(APP_NAME, TRAIN_FUNCTION)
+            fn = self.sdk.Function.from_name(APP_NAME, name)
             fn.hydrate()
         except self.sdk.exception.AuthError:
             raise BackendError(NOT_CONFIGURED) from None
         except self.sdk.exception.NotFoundError:
             raise BackendError(
-                f"the Modal function {APP_NAME}.{TRAIN_FUNCTION} is not deployed: run `posttrain "
+                f"the Modal function {APP_NAME}.{name} is not deployed: run `posttrain "
                 f"modal deploy` once (and again after upgrading posttrain)"
             ) from None
         return fn
@@ -242,15 +242,9 @@ class ModalBackend:
         if ended is None or has_result(run_dir):
             return grew
         status, cause = ended
-        events = EventWriter(run_dir)
-        events.write(
-            "result",
-            durable=True,
-            status=status,
-            cause=cause or f"the Modal call ended ({status}) without a result event",
-            final={},
+        write_result(
+            run_dir, status, cause or f"the Modal call ended ({status}) without a result event"
         )
-        events.close()
         return True
 
     def alive(self, run_dir: Path) -> bool:
@@ -279,16 +273,10 @@ class ModalBackend:
             checkpoints = sorted(
                 e.get("step", 0) for e in _events(run_dir) if e.get("type") == "checkpoint"
             )
-            events = EventWriter(run_dir)
-            events.write(
-                "result",
-                durable=True,
-                status="cancelled",
-                cause="cancelled by request: Modal terminated the containers"
-                + (f"; last checkpoint at step {checkpoints[-1]}" if checkpoints else ""),
-                final={},
+            last = f"; last checkpoint at step {checkpoints[-1]}" if checkpoints else ""
+            write_result(
+                run_dir, "cancelled", f"cancelled by request: Modal terminated the containers{last}"
             )
-            events.close()
         return {"stopped": True, "how": "Modal terminated the containers", "forced": True}
 
     def generator(self, run_dir: Path, gpu: str, timeout_s: int) -> Any:
@@ -296,14 +284,7 @@ class ModalBackend:
         self.check_configured()
 
         def generate(job: dict[str, Any]) -> dict[str, Any]:
-            try:
-                fn = self.sdk.Function.from_name(APP_NAME, GENERATE_FUNCTION)
-                fn.hydrate()
-            except self.sdk.exception.NotFoundError:
-                raise BackendError(
-                    f"the Modal function {APP_NAME}.{GENERATE_FUNCTION} is not deployed: run "
-                    f"`posttrain modal deploy`"
-                ) from None
+            fn = self._function(GENERATE_FUNCTION)
             answer = fn.with_options(gpu=gpu, timeout=timeout_s).remote(
                 run_dir.name, json.dumps(job)
             )

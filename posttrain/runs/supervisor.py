@@ -25,10 +25,11 @@ from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
     STDOUT,
-    EventWriter,
     has_result,
     process_start,
+    record_end,
     write_json_atomic,
+    write_result,
 )
 from posttrain.runs.queue import cpu_thread_env, wait_for_slot
 from posttrain.secrets import redact, secret_values
@@ -73,15 +74,7 @@ def supervise(run_dir: Path) -> int:
     write_json_atomic(run_dir / PROCESS, info)
     slot = wait_for_slot(run_dir)
     if slot is None:  # cancelled while queued
-        events = EventWriter(run_dir)
-        events.write(
-            "result",
-            durable=True,
-            status="cancelled",
-            cause="cancelled while queued (it never started)",
-            final={},
-        )
-        events.close()
+        write_result(run_dir, "cancelled", "cancelled while queued (it never started)")
         return 0
     env = {**os.environ, **cpu_thread_env()}
     child = subprocess.Popen(
@@ -102,20 +95,11 @@ def supervise(run_dir: Path) -> int:
     copy_output(child, run_dir / STDOUT)
     code = child.wait()
     if not has_result(run_dir):
-        cancelled = (run_dir / CANCEL_REQUEST).exists()
         cause = describe_exit(code)
-        if not cancelled and code != 0:
+        if code != 0 and not (run_dir / CANCEL_REQUEST).exists():
             context = last_output(run_dir)
             cause += f"; last output: {context}" if context else ""
-        events = EventWriter(run_dir)
-        events.write(
-            "result",
-            durable=True,
-            status="cancelled" if cancelled else "failed",
-            cause=f"cancelled by request; {cause}" if cancelled else cause,
-            final={"exit_code": code},
-        )
-        events.close()
+        record_end(run_dir, cause, exit_code=code)
     info.update(trainer_exit_code=code, ended_at=time.time())
     write_json_atomic(run_dir / PROCESS, info)
     slot.close()  # frees the slot for the next queued run

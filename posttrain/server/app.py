@@ -90,6 +90,19 @@ def _client_can_elicit(ctx: Context) -> bool:
     return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
+def ask(ctx: Context, question: Callable[[], str | None]) -> Any:
+    """What an approval resolver returns: the question to elicit, or why nobody is asked."""
+    try:
+        q = question()
+    except Exception:  # a bad argument is reported by the tool body, with its message
+        q = None
+    if q is None:
+        return NoQuestion(reason="not_needed")
+    if not _client_can_elicit(ctx):
+        return NoQuestion(reason="client_cannot_ask")
+    return Elicit(q, Approval)
+
+
 def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -> MCPServer:
     """The posttrain MCP server over one run context (index, backends, allowed roots)."""
     from posttrain import __version__
@@ -133,15 +146,9 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         confirmation_token: str | None = None,
         idempotency_key: str | None = None,
     ) -> Any:
-        try:
-            q = human_question(spec_of(spec), confirmation_token, idempotency_key, rc)
-        except Exception:  # a bad spec is reported by the tool body, with its message
-            q = None
-        if q is None:
-            return NoQuestion(reason="not_needed")
-        if not _client_can_elicit(ctx):
-            return NoQuestion(reason="client_cannot_ask")
-        return Elicit(q, Approval)
+        return ask(
+            ctx, lambda: human_question(spec_of(spec), confirmation_token, idempotency_key, rc)
+        )
 
     def ask_to_smoke(
         spec: SpecArg,
@@ -152,18 +159,11 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     ) -> Any:
         if backend == "local":
             return NoQuestion(reason="not_needed")
-        try:
-            q = human_question(
+        return ask(
+            ctx,
+            lambda: human_question(
                 smoke_spec(spec_of(spec), steps, backend), confirmation_token, None, rc
-            )
-        except Exception:
-            q = None
-        if q is None:
-            return NoQuestion(reason="not_needed")
-        return (
-            Elicit(q, Approval)
-            if _client_can_elicit(ctx)
-            else NoQuestion(reason="client_cannot_ask")
+            ),
         )
 
     def decision_of(outcome: Any) -> Literal["approved", "declined"] | None:
@@ -443,17 +443,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         return await call(lambda: run_tools.sample_traces(run_id, steps, n, order, ctx=rc))
 
     def ask_to_evaluate(run_id: RunId, ctx: Context, confirmation_token: str | None = None) -> Any:
-        try:
-            q = eval_question(run_id, confirmation_token, rc)
-        except Exception:  # a bad run id is reported by the tool body, with its message
-            q = None
-        if q is None:
-            return NoQuestion(reason="not_needed")
-        return (
-            Elicit(q, Approval)
-            if _client_can_elicit(ctx)
-            else NoQuestion(reason="client_cannot_ask")
-        )
+        return ask(ctx, lambda: eval_question(run_id, confirmation_token, rc))
 
     @server.tool(
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
