@@ -19,7 +19,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from posttrain.catalog import PRESETS, get_preset, parse_gpu
 from posttrain.errors import ConfigError
@@ -57,10 +65,12 @@ class ModelSpec(Strict):
 
     @field_validator("name")
     @classmethod
-    def _known(cls, name: str) -> str:
+    def _known(cls, name: str, info: ValidationInfo) -> str:
         if get_preset(name):
             return get_preset(name).name  # type: ignore[union-attr]
         looks_like_path = name.startswith((".", "/", "~"))
+        if looks_like_path:
+            _confine(info, name, "model path")
         if Path(name).expanduser().exists():
             return name
         if looks_like_path:
@@ -134,7 +144,7 @@ class DatasetSpec(Strict):
     holdout_seed: int = 0
 
     @model_validator(mode="after")
-    def _one_source(self) -> DatasetSpec:
+    def _one_source(self, info: ValidationInfo) -> DatasetSpec:
         given = [k for k in ("builtin", "path", "hf_repo") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError(
@@ -145,6 +155,8 @@ class DatasetSpec(Strict):
             raise ValueError(
                 f"the rhyme gym generates at most {MAX_GYM_ROWS:,} rows (n_rows {self.n_rows:,})"
             )
+        if self.path:
+            _confine(info, self.path, "dataset.path")
         if self.path and not Path(self.path).expanduser().is_file():
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
         if not re.findall(r"{(\w+)", self.template) and not self.messages_column:
@@ -180,9 +192,13 @@ class RewardSpec(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _buildable(self) -> RewardSpec:
+    def _buildable(self, info: ValidationInfo) -> RewardSpec:
         from posttrain.rewards.registry import get_reward
 
+        if (info.context or {}).get("roots") is not None:
+            from posttrain.paths import confine_reward
+
+            confine_reward(self.name, info.context["roots"])  # before the file is imported
         get_reward(self.name, self.params)  # ConfigError names the parameter and the fix
         return self
 
@@ -365,8 +381,22 @@ def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
     return sorted(getattr(current, "model_fields", {}))
 
 
-def load_spec(source: str | Path | dict[str, Any] | RunSpec) -> RunSpec:
-    """A RunSpec from a dict, a RunSpec, a JSON string, or a .yaml/.yml/.json file."""
+def _confine(info: ValidationInfo, path: str, what: str) -> None:
+    """With allowed roots in the validation context, a path outside them is refused before
+    anything looks at it: no existence oracle, no import of a file outside the roots."""
+    roots = (info.context or {}).get("roots")
+    if roots is not None:
+        from posttrain.paths import confine
+
+        confine(path, what, roots)
+
+
+def load_spec(
+    source: str | Path | dict[str, Any] | RunSpec, roots: list[Path] | None = None
+) -> RunSpec:
+    """A RunSpec from a dict, a RunSpec, a JSON string, or a .yaml/.yml/.json file.
+
+    With `roots`, every local path the spec names must lie inside them (checked first)."""
     if isinstance(source, RunSpec):
         return source
     data: Any = source
@@ -396,7 +426,7 @@ def load_spec(source: str | Path | dict[str, Any] | RunSpec) -> RunSpec:
     if not isinstance(data, dict):
         raise ConfigError(f"a spec must be a mapping of fields, not {type(data).__name__}")
     try:
-        return RunSpec.model_validate(data)
+        return RunSpec.model_validate(data, context={"roots": roots})
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
     except ConfigError as exc:  # raised inside a validator (reward params)

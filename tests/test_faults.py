@@ -140,7 +140,7 @@ def small_disk(tmp_path):
 
 
 def test_a_full_then_read_only_home_gives_clear_errors_and_runs_stay_readable(
-    small_disk, monkeypatch
+    small_disk, monkeypatch, request
 ):
     monkeypatch.setenv("POSTTRAIN_HOME", str(small_disk))
     ctx = Context()
@@ -163,8 +163,18 @@ def test_a_full_then_read_only_home_gives_clear_errors_and_runs_stay_readable(
 
     for state in ("full", "read-only"):
         if state == "read-only":
-            ctx.index.close()  # open database files would keep the mount busy
-            subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+            # A fresh read-only bind mount of the same disk: remounting the disk itself in
+            # place fails with "busy" whenever any file on it is still open for writing,
+            # which depends on timing; a new mount has no writers, so this never flakes.
+            ctx.index.close()
+            view = small_disk.parent / "read-only-view"
+            view.mkdir()
+            subprocess.run(["mount", "--bind", str(small_disk), str(view)], check=True)
+            request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(view)]))
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
+            monkeypatch.setenv("POSTTRAIN_HOME", str(view))
+            ctx = Context()
+            assert ctx.index.read_only
         started, detail, listed, logs = asyncio.run(session())
         assert started.is_error, state
         text = started.content[0].text

@@ -14,6 +14,10 @@ BAD_CALLS = [
     ("plan", {"spec": {"algorithm": {"steps": 10**12}}}, "algorithm.steps"),
     ("plan", {"spec": {"model": "Qwen9-1T"}}, "unknown model preset"),
     ("plan", {"spec": {"dataset": {"path": "../../etc/passwd"}}}, "outside the allowed folders"),
+    # a path that does not exist is refused for being outside, not for being absent: the
+    # server answers nothing about what exists outside its folders
+    ("plan", {"spec": {"dataset": {"path": "/no/such/dir/x.jsonl"}}}, "outside the allowed"),
+    ("plan", {"spec": {"model": "/no/such/model"}}, "outside the allowed folders"),
     ("check_dataset", {"spec": {"dataset": {"builtin": "nope"}}}, "dataset.builtin"),
     ("check_dataset", {}, "spec"),
     ("check_reward", {"reward": "rhyme", "data": "../../etc/passwd"}, "outside the allowed"),
@@ -67,6 +71,22 @@ def test_every_bad_call_gets_a_clear_error_and_the_server_keeps_serving(home):
             assert not good.is_error and good.structured_content["spec_id"]
 
     asyncio.run(main())
+
+
+def test_a_reward_file_outside_the_roots_is_refused_before_it_is_imported(home, tmp_path):
+    marker = tmp_path / "imported"
+    (tmp_path / "evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\ndef f(completions, **kw):\n    return [1.0]\n"
+    )
+    spec = {"reward": {"name": f"{tmp_path / 'evil.py'}:f"}}
+
+    async def main():
+        async with Client(build_server(), mode="legacy") as client:
+            return [await client.call_tool(t, {"spec": spec}) for t in ("plan", "launch")]
+
+    for result in asyncio.run(main()):
+        assert result.is_error and "outside the allowed folders" in result.content[0].text
+    assert not marker.exists(), "the file outside the roots was executed"
 
 
 @pytest.mark.parametrize("mode", ("legacy", "2026-07-28"))

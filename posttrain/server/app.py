@@ -113,7 +113,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
 
     def spec_of(source: dict[str, Any] | str) -> Any:
-        spec = load_spec(confine_spec_source(source, roots))
+        spec = load_spec(confine_spec_source(source, roots), roots)
         confine_spec(spec, roots)
         return spec
 
