@@ -170,7 +170,7 @@ def test_a_full_then_read_only_home_gives_clear_errors_and_runs_stay_readable(
             view = small_disk.parent / "read-only-view"
             view.mkdir()
             subprocess.run(["mount", "--bind", str(small_disk), str(view)], check=True)
-            request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(view)]))
+            request.addfinalizer(lambda v=view: subprocess.run(["umount", "-l", str(v)]))
             subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
             monkeypatch.setenv("POSTTRAIN_HOME", str(view))
             ctx = Context()
