@@ -119,16 +119,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonFlag = False,
     ) -> None:
         """A proof step and a few steps of the spec, local and free by default."""
-        import json
-
-        from posttrain.spec import load_spec
-
-        def spec_with_backend() -> dict[str, Any]:
-            data = json.loads(load_spec(spec).to_json())
-            data["compute"]["backend"] = backend
-            return data
-
-        launch_command(guarded(spec_with_backend), confirm, None, as_json, smoke_steps=steps)
+        launch_command(spec, confirm, None, as_json, smoke_steps=steps, smoke_backend=backend)
 
     @app.command("launch")
     def launch(

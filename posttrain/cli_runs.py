@@ -44,12 +44,13 @@ def launch_command(
     key: str | None,
     as_json: bool,
     smoke_steps: int | None = None,
+    smoke_backend: str = "local",
 ) -> None:
     """Launch (or smoke), asking the human at the terminal when one is there."""
     from posttrain.tools.launch import human_question, launch, smoke_spec
 
     def body() -> Any:
-        run_spec = smoke_spec(spec, smoke_steps) if smoke_steps is not None else spec
+        run_spec = smoke_spec(spec, smoke_steps, smoke_backend) if smoke_steps is not None else spec
         ask = human_question(run_spec, confirm, key)
         human = None
         if ask and sys.stdin.isatty() and not as_json:

@@ -44,15 +44,6 @@ def confine_spec_source(source: Any, roots: list[Path] | None = None) -> Any:
     return source
 
 
-def confine_spec(spec: Any, roots: list[Path] | None = None) -> None:
-    """Every local path a spec names: the dataset file, a reward file, a model folder."""
-    if spec.dataset.path:
-        confine(spec.dataset.path, "dataset.path", roots)
-    confine_reward(spec.reward.name, roots)
-    if spec.model.preset is None and spec.model.name.startswith((".", "/", "~")):
-        confine(spec.model.name, "model path", roots)
-
-
 def confine_reward(ref: str, roots: list[Path] | None = None) -> None:
     """A reward given as path/to/file.py:function must name a file inside the roots."""
     from posttrain.rewards.registry import REWARDS

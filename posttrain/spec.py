@@ -69,8 +69,7 @@ class ModelSpec(Strict):
         if get_preset(name):
             return get_preset(name).name  # type: ignore[union-attr]
         looks_like_path = name.startswith((".", "/", "~"))
-        if looks_like_path:
-            _confine(info, name, "model path")
+        _confine_local(info, name, "model path", looks_like_path)
         if Path(name).expanduser().exists():
             return name
         if looks_like_path:
@@ -157,6 +156,8 @@ class DatasetSpec(Strict):
             )
         if self.path:
             _confine(info, self.path, "dataset.path")
+        if self.hf_repo:  # datasets also loads a local folder given as a repo
+            _confine_local(info, self.hf_repo, "dataset.hf_repo", False)
         if self.path and not Path(self.path).expanduser().is_file():
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
         if not re.findall(r"{(\w+)", self.template) and not self.messages_column:
@@ -389,6 +390,15 @@ def _confine(info: ValidationInfo, path: str, what: str) -> None:
         from posttrain.paths import confine
 
         confine(path, what, roots)
+
+
+def _confine_local(info: ValidationInfo, name: str, what: str, looks_like_path: bool) -> None:
+    """A name that may be a hub repo id or a local folder: anything that is not a plain
+    `org/name` id (e.g. `a/../../etc`) is a path and is confined before it is looked at; a
+    plain id that exists here is a local folder (perhaps a link) and is confined too."""
+    hub_like = bool(HF_REPO_ID.match(name)) and ".." not in name.split("/")
+    if looks_like_path or not hub_like or Path(name).exists():
+        _confine(info, name, what)
 
 
 def load_spec(

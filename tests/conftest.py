@@ -41,6 +41,18 @@ def wait_for(predicate, timeout_s: float, every_s: float = 0.5):
     raise AssertionError(f"condition not met within {timeout_s} s")
 
 
+def wait_finished(run_id: str, timeout_s: float, ctx=None, every_s: float = 0.5):
+    """The run's detail once its status is final (succeeded, failed or cancelled)."""
+    from posttrain.runs.layout import FINAL_STATUSES
+    from posttrain.tools.runs import get_run
+
+    def final():
+        detail = get_run(run_id, ctx=ctx)
+        return detail if detail.status in FINAL_STATUSES else None
+
+    return wait_for(final, timeout_s=timeout_s, every_s=every_s)
+
+
 def kill_leftover_runs(home_dir: Path) -> None:
     """Kill the process groups of runs a failed test left behind, so they cannot slow the
     tests after it (each supervisor leads its own group)."""

@@ -64,3 +64,16 @@ def test_the_console_script_runs_as_a_real_process():
         check=True,
     )
     assert {r["name"] for r in json.loads(out.stdout)} >= {"rhyme", "rhyme_relevance"}
+
+
+def test_smoke_honours_its_backend_flag(tmp_path, monkeypatch):
+    """`smoke --backend modal` must be priced for a Modal GPU and wait for the human, not run
+    locally for free while the user believes it ran on a GPU."""
+    monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path))
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"dataset": {"builtin": "rhyme-gym", "n_rows": 64}}))
+    result = runner.invoke(app, ["smoke", str(spec), "--backend", "modal", "--json"])
+    assert result.exit_code == 4, result.output
+    asked = json.loads(result.stdout)
+    assert asked["status"] == "needs_confirmation" and asked["cost"]["backend"] == "modal"
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())

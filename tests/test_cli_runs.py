@@ -8,6 +8,7 @@ import sys
 import pytest
 import yaml
 
+from posttrain.runs.layout import FINAL_STATUSES
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.slow
@@ -55,7 +56,7 @@ def test_a_run_started_by_the_cli_outlives_it_and_reads_back_as_json(tmp_path):
 
     def done():
         got = json.loads(cli("run", "get", run_id, "--json", home=home).stdout)
-        return got if got["status"] in ("succeeded", "failed", "cancelled") else None
+        return got if got["status"] in FINAL_STATUSES else None
 
     got = wait_for(done, timeout_s=180, every_s=1)
     assert got["status"] == "succeeded" and got["step"] == 3

@@ -13,8 +13,7 @@ import pytest
 
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
-from posttrain.tools.runs import get_run
-from tests.conftest import free_port, kill_leftover_runs, wait_for
+from tests.conftest import free_port, kill_leftover_runs, wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -58,10 +57,7 @@ def site(tmp_path_factory):
         home = tmp_path_factory.mktemp("home")
         mp.setenv("POSTTRAIN_HOME", str(home))
         run_id = launch(SPEC).run_id
-        wait_for(
-            lambda: get_run(run_id).status in ("succeeded", "failed", "cancelled"), timeout_s=300
-        )
-        assert get_run(run_id).status == "succeeded"
+        assert wait_finished(run_id, 300).status == "succeeded"
         evaluate(run_id, k=2, max_tasks=20)
         port = free_port()
         server = subprocess.Popen(

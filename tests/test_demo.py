@@ -8,7 +8,7 @@ from posttrain.demo import demo_spec
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, sample_traces
-from tests.conftest import kill_leftover_runs, wait_for
+from tests.conftest import kill_leftover_runs, wait_finished
 
 pytestmark = pytest.mark.slow
 
@@ -16,11 +16,7 @@ pytestmark = pytest.mark.slow
 def test_the_demo_run_learns_to_rhyme(home):
     run_id = launch(demo_spec()).run_id
     try:
-        wait_for(
-            lambda: get_run(run_id).status in ("succeeded", "failed", "cancelled"),
-            timeout_s=900,
-            every_s=2,
-        )
+        wait_finished(run_id, 900, every_s=2)
     finally:
         kill_leftover_runs(home)
     detail = get_run(run_id, verbose=True)

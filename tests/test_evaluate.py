@@ -8,7 +8,7 @@ from posttrain.evals.evaluate import evaluate_run
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run
-from tests.conftest import kill_leftover_runs, wait_for
+from tests.conftest import kill_leftover_runs, wait_finished
 
 pytestmark = pytest.mark.slow
 
@@ -41,10 +41,7 @@ def finished_run(tmp_path_factory):
         home = tmp_path_factory.mktemp("home")
         mp.setenv("POSTTRAIN_HOME", str(home))
         run_id = launch(SHORT).run_id
-        detail = wait_for(
-            lambda: (d := get_run(run_id)).status in ("succeeded", "failed", "cancelled") and d,
-            timeout_s=300,
-        )
+        detail = wait_finished(run_id, 300)
         assert detail.status == "succeeded", detail.cause
         yield home, run_id
         kill_leftover_runs(home)

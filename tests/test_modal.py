@@ -16,7 +16,7 @@ from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, pull_run, sample_traces
 from tests import modal_double
-from tests.conftest import wait_for
+from tests.conftest import wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -52,11 +52,6 @@ def modal_ctx(volume: Path, **double) -> tuple[Context, object]:
     return Context(backends={"modal": ModalBackend(sdk=sdk)}), sdk
 
 
-def finished(run_id: str, ctx: Context):
-    detail = get_run(run_id, ctx=ctx)
-    return detail if detail.status in ("succeeded", "failed", "cancelled") else None
-
-
 def shape(run_dir: Path) -> dict:
     """What a run directory holds, without timestamps: files, stages, steps, checkpoints."""
     events = list(iter_events(run_dir))
@@ -76,7 +71,7 @@ def test_the_modal_function_body_produces_the_local_run_directory(volume, home):
     status = modal_app.train_run.local("run-modal-00001", load_spec(TINY).to_json())
     assert status == "succeeded"
     local_id = launch(TINY).run_id
-    wait_for(lambda: finished(local_id, Context()), timeout_s=180)
+    wait_finished(local_id, 180, Context())
     assert shape(volume / "run-modal-00001") == shape(home / "runs" / local_id)
 
 
@@ -98,7 +93,7 @@ def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
     meta = json.loads((home / "runs" / run_id / "run.json").read_text())
     assert meta["call_id"].startswith("fc-double-") and meta["usd_per_s"] == 0.000306
 
-    detail = wait_for(lambda: finished(run_id, ctx), timeout_s=180)
+    detail = wait_finished(run_id, 180, ctx)
     assert detail.status == "succeeded", detail.cause
     assert detail.step == 4 and [m["step"] for m in get_run(run_id, True, ctx).metrics] == [
         1,
@@ -124,7 +119,7 @@ def test_runs_are_reconciled_from_their_call_ids_after_a_restart(volume, home):
     (home / "index.sqlite").unlink()  # the server restarts with nothing but the directories
     fresh = Context(backends={"modal": ModalBackend(sdk=sdk)})
     assert [r.run_id for r in list_runs(ctx=fresh)] == [run_id]
-    assert wait_for(lambda: finished(run_id, fresh), timeout_s=30).status == "succeeded"
+    assert wait_finished(run_id, 30, fresh).status == "succeeded"
 
 
 def test_cancel_terminates_the_containers_and_says_so(volume, home):
@@ -156,7 +151,7 @@ def test_a_network_error_mid_poll_shows_unreachable_not_failed_and_recovers(volu
         detail = get_run(run_id, ctx=ctx)
         assert detail.status in ("queued", "running") and "unreachable" in detail.unreachable
     sdk.network.down = False
-    assert wait_for(lambda: finished(run_id, ctx), timeout_s=30).status == "succeeded"
+    assert wait_finished(run_id, 30, ctx).status == "succeeded"
     assert get_run(run_id, ctx=ctx).unreachable is None
 
 
@@ -236,7 +231,7 @@ def test_evaluating_a_modal_run_is_approved_like_a_launch_and_runs_there(volume,
     ctx, sdk = modal_ctx(volume)
     spec = {**MODAL, "dataset": {**MODAL["dataset"], "n_rows": 200, "holdout_share": 0.3}}
     run_id = launch(spec, ctx=ctx).run_id
-    assert wait_for(lambda: finished(run_id, ctx), timeout_s=180).status == "succeeded"
+    assert wait_finished(run_id, 180, ctx).status == "succeeded"
     asked = evaluate(run_id, k=2, max_tasks=20, ctx=ctx)  # A10 for an hour: $1.10 > $1 policy
     assert asked.status == "needs_confirmation" and asked.worst_case_usd == pytest.approx(1.1)
     assert not any(s.get("remote") for s in sdk.Function.spawned)

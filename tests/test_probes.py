@@ -71,3 +71,9 @@ def test_a_leaked_reference_is_flagged(qa_rows):
 def test_a_missing_column_is_a_clear_error(qa_rows):
     with pytest.raises(ConfigError, match="dataset column 'answer' is missing from row 0"):
         run_probes(get_reward("relevance"), qa_rows, reference_column="answer")
+
+
+def test_rows_with_an_empty_reference_do_not_crash_the_battery(qa_rows):
+    rows = [{**r, "reference": ""} if i % 2 else r for i, r in enumerate(qa_rows)]
+    report = run_probes(get_reward("rhyme"), rows)
+    assert {"one_word_lines", "same_end_word"}.isdisjoint(report.flagged)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.app import build_server
 from tests.conftest import free_port, kill_leftover_runs, wait_listening
 
@@ -173,7 +174,7 @@ def test_planted_secrets_appear_in_no_output_and_no_file(tmp_path, monkeypatch):
             deadline = time.time() + 240
             while time.time() < deadline:
                 got = (await call("get_run", {"run_id": run_id})).structured_content
-                if got["status"] in ("succeeded", "failed", "cancelled"):
+                if got["status"] in FINAL_STATUSES:
                     break
                 await asyncio.sleep(1)
             assert got["status"] == "succeeded", got

@@ -10,6 +10,7 @@ import time
 import pytest
 from mcp import Client, StdioServerParameters
 
+from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.app import build_server
 from tests.conftest import free_port, kill_leftover_runs, wait_listening
 
@@ -68,7 +69,7 @@ async def lifecycle(client: Client, seed: int) -> dict:
     deadline = time.time() + 180
     while time.time() < deadline:
         got = (await client.call_tool("get_run", {"run_id": run_id})).structured_content
-        if got["status"] in ("succeeded", "failed", "cancelled"):
+        if got["status"] in FINAL_STATUSES:
             break
         await asyncio.sleep(1)
     assert got["status"] == "succeeded", got["cause"]

@@ -18,6 +18,8 @@ BAD_CALLS = [
     # server answers nothing about what exists outside its folders
     ("plan", {"spec": {"dataset": {"path": "/no/such/dir/x.jsonl"}}}, "outside the allowed"),
     ("plan", {"spec": {"model": "/no/such/model"}}, "outside the allowed folders"),
+    ("plan", {"spec": {"model": "posttrain/../../../no/such"}}, "outside the allowed folders"),
+    ("plan", {"spec": {"dataset": {"hf_repo": "/tmp"}}}, "outside the allowed folders"),
     ("check_dataset", {"spec": {"dataset": {"builtin": "nope"}}}, "dataset.builtin"),
     ("check_dataset", {}, "spec"),
     ("check_reward", {"reward": "rhyme", "data": "../../etc/passwd"}, "outside the allowed"),

@@ -9,7 +9,7 @@ import pytest
 
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, sample_traces, tail_logs
-from tests.conftest import kill_leftover_runs, wait_for
+from tests.conftest import kill_leftover_runs, wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -57,11 +57,6 @@ LONG = {
 }
 
 
-def finished(run_id: str):
-    detail = get_run(run_id)
-    return detail if detail.status in ("succeeded", "failed", "cancelled") else None
-
-
 @pytest.fixture(scope="module")
 def module_home(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
@@ -76,7 +71,7 @@ def runs(module_home):
     """A GRPO and an SFT run, trained side by side, both finished."""
     ids = {"grpo": launch(GRPO).run_id, "sft": launch(SFT).run_id}
     for run_id in ids.values():
-        wait_for(lambda r=run_id: finished(r), timeout_s=300)
+        wait_finished(run_id, 300)
     return ids
 
 
@@ -149,7 +144,7 @@ def test_a_sigkilled_trainer_ends_failed_with_its_cause_and_keeps_its_events(mod
     run_dir = module_home / "runs" / run_id
     trainer = json.loads((run_dir / "process.json").read_text())["trainer_pid"]
     os.kill(trainer, signal.SIGKILL)
-    d = wait_for(lambda: finished(run_id), timeout_s=60)
+    d = wait_finished(run_id, 60)
     assert d.status == "failed"
     assert "killed by SIGKILL" in d.cause
     metrics = get_run(run_id, verbose=True).metrics

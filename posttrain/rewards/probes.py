@@ -270,7 +270,7 @@ def run_probes(
     low, _ = reward.value_range
     floor = low if low > float("-inf") else honest.min
     threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
-    leaks = sum(r.reference.strip() and r.reference.strip() in r.prompt for r in data)
+    leaks = sum(1 for r in data if r.reference.strip() and r.reference.strip() in r.prompt)
 
     results = []
     every_score = list(honest_scores.rewards)

@@ -50,6 +50,8 @@ class LocalBackend:
         run_id = run_id or new_run_id()
         try:
             return self._start(spec, run_id, meta)
+        except FileExistsError:  # another run's directory: never remove it
+            raise BackendError(f"run id {run_id} is taken; start again for a fresh id") from None
         except OSError as exc:  # a full or read-only disk: say so, leave nothing half-made
             shutil.rmtree(self.root / run_id, ignore_errors=True)
             raise BackendError(

@@ -26,6 +26,7 @@ from posttrain.catalog import gpu_prices, parse_gpu
 from posttrain.errors import BackendError
 from posttrain.runs.layout import (
     EVENTS,
+    FINAL_STATUSES,
     HOLDOUT,
     RUN_META,
     SPEC,
@@ -214,7 +215,7 @@ class ModalBackend:
             if "cancel" in text.lower() or "terminat" in text.lower():
                 return "cancelled", f"cancelled on Modal ({text[:200]})"
             return "failed", f"the Modal function failed: {text[:500]}"
-        if returned in ("succeeded", "failed", "cancelled"):
+        if returned in FINAL_STATUSES:
             return returned, None
         return "failed", f"the Modal function returned {returned!r}"
 

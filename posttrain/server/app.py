@@ -33,7 +33,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from posttrain.errors import PosttrainError
-from posttrain.paths import confine_spec, confine_spec_source
+from posttrain.paths import confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.secrets import redact
 from posttrain.spec import load_spec
@@ -113,9 +113,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
 
     def spec_of(source: dict[str, Any] | str) -> Any:
-        spec = load_spec(confine_spec_source(source, roots), roots)
-        confine_spec(spec, roots)
-        return spec
+        return load_spec(confine_spec_source(source, roots), roots)
 
     async def call(fn: Callable[[], T]) -> T:
         """Run blocking work off the event loop; turn every failure into a clear ToolError."""
