@@ -55,6 +55,15 @@ def metric_steps(run_dir: Path) -> list[int]:
     return [e["step"] for e in iter_events(run_dir) if e["type"] == "metrics"]
 
 
+def step_tokens(run_dir: Path) -> dict[int, float]:
+    """Tokens each logged step processed, from its tokens/s and step time."""
+    return {
+        e["step"]: e["tokens_per_s"] * e["step_time_s"]
+        for e in iter_events(run_dir)
+        if e["type"] == "metrics" and "tokens_per_s" in e
+    }
+
+
 def stop_after_step(run_dir: Path, step: int) -> threading.Thread:
     """Ask the run to stop once `step` has been logged (it stops after the step it is in)."""
 
@@ -84,6 +93,10 @@ def test_a_resumed_run_ends_exactly_where_the_straight_run_does(tmp_path, kind):
 
     assert train(spec(kind, resume_from=first.name), second) == "succeeded"
     assert metric_steps(second) == list(range(stopped_at + 1, STEPS + 1))  # nothing replayed
+    # the resumed run's first step counts only its own tokens, not every token since step 1
+    assert step_tokens(second)[stopped_at + 1] == pytest.approx(
+        step_tokens(straight)[stopped_at + 1], rel=0.2
+    )
 
     final = load_file(second / "final" / "model.safetensors")
     reference = load_file(straight / "final" / "model.safetensors")

@@ -238,14 +238,19 @@ class ReportingCallback(TrainerCallback):
         self.phase = phase
         self.tracing = tracing
         self.on_step = on_step  # extra per-step work (SFT traces)
-        self._step_started = time.perf_counter()
+        self._step_started = self._step_ended = time.perf_counter()
         self._tokens_seen = 0.0
         self._proven = False  # the first step this process runs is its proof step
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # a resumed run's token count starts at the checkpoint's, not at zero
+        self._tokens_seen = float(getattr(state, "num_input_tokens_seen", 0) or 0)
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
+        self._step_ended = time.perf_counter()  # before trace sampling, which is not the step
         if self.phase == "train" and not self._proven:
             self._proven = True
             self.reporter.events.write(
@@ -267,7 +272,7 @@ class ReportingCallback(TrainerCallback):
         if not logs or "train_runtime" in logs:
             return
         values = {ours: logs[theirs] for theirs, ours in METRIC_KEYS.items() if theirs in logs}
-        step_time = logs.get("step_time") or (time.perf_counter() - self._step_started)
+        step_time = logs.get("step_time") or (self._step_ended - self._step_started)
         tokens = float(logs.get("num_tokens", 0) or 0)
         if tokens and step_time:
             values["tokens_per_s"] = round((tokens - self._tokens_seen) / step_time, 1)
