@@ -15,6 +15,17 @@ from posttrain.errors import ConfigError
 from posttrain.runs.layout import home
 
 
+def expand(path: str | Path) -> Path:
+    """`~` and `~user` expanded; a `~name` with no such user is a clear error, not a crash."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # pathlib: "Could not determine home directory."
+        raise ConfigError(
+            f"path '{path}' starts with '~' but names no user on this machine; give a path "
+            f"without '~', or '~/...' for your home folder"
+        ) from None
+
+
 def allowed_roots() -> list[Path]:
     roots = [Path.cwd(), home()]
     roots += [Path(p) for p in os.environ.get("POSTTRAIN_ROOTS", "").split(os.pathsep) if p]
@@ -26,7 +37,7 @@ def confine(path: str | Path, what: str, roots: list[Path] | None = None) -> Pat
     roots = roots if roots is not None else allowed_roots()
     if "\x00" in str(path):
         raise ConfigError(f"{what} contains a NUL byte; give a real file path")
-    resolved = Path(path).expanduser()
+    resolved = expand(path)
     resolved = (resolved if resolved.is_absolute() else Path.cwd() / resolved).resolve()
     if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
         raise ConfigError(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from posttrain.errors import RewardError
+from posttrain.paths import expand
 from posttrain.rewards.base import Reward, Scores
 
 _TRL_ARGS = frozenset(
@@ -91,7 +92,7 @@ def load_function(ref: str, base_dir: Path | None = None) -> Callable[..., Any]:
     """The reward function a ref names, with errors that say what to fix."""
     target, func_name = split_ref(ref)
     if is_file_ref(target):
-        path = Path(target).expanduser()
+        path = expand(target)
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path
         path = path.resolve()

@@ -24,6 +24,7 @@ from typing import Any
 
 from posttrain.catalog import gpu_prices, parse_gpu
 from posttrain.errors import BackendError
+from posttrain.paths import expand
 from posttrain.runs.layout import (
     EVENTS,
     FINAL_STATUSES,
@@ -135,12 +136,12 @@ class ModalBackend:
         data = json.loads(spec.to_json())
         uploads: list[tuple[Path, str]] = []
         if spec.dataset.path:
-            local = Path(spec.dataset.path).expanduser().resolve()
+            local = expand(spec.dataset.path).resolve()
             uploads.append((local, f"/{run_id}/inputs/{local.name}"))
             data["dataset"]["path"] = f"inputs/{local.name}"
         target, sep, fn_name = spec.reward.name.rpartition(":")
         if sep and target.endswith(".py"):
-            local = Path(target).expanduser().resolve()
+            local = expand(target).resolve()
             uploads.append((local, f"/{run_id}/inputs/{local.name}"))
             data["reward"]["name"] = f"inputs/{local.name}:{fn_name}"
         if uploads:
