@@ -3,6 +3,8 @@
 Presets carry the architecture numbers of the real checkpoints, so a random-weight model of
 the real shape can be built for GPU benchmarks without a download (`Preset.config()`).
 `tiny-local` is the Qwen3-shaped model built on this machine (posttrain.gpu.tiny).
+`family_of()` names the Qwen family of a preset, a hub id or a local folder: what a real
+tokenizer, a chat template and a stand-in model are chosen by.
 
 Prices are Modal's on-demand GPU prices in $/s, dated; override them with a JSON file named
 by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012, ...}).
@@ -10,13 +12,16 @@ by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012, ...}).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from posttrain.errors import ConfigError
+from posttrain.paths import expand
 
 PRICES_AS_OF = "2026-11"
 GPU_PRICE_USD_PER_S: dict[str, float] = {
@@ -104,7 +109,6 @@ class Preset:
     vocab_size: int
     tie_word_embeddings: bool
     default_gpu: str
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_params(self) -> int:
@@ -155,7 +159,6 @@ def _qwen3(name: str, h: int, layers: int, inter: int, heads: int, tie: bool, gp
         vocab_size=151936,
         tie_word_embeddings=tie,
         default_gpu=gpu,
-        chat_template_kwargs={"enable_thinking": False},
     )
 
 
@@ -233,3 +236,99 @@ def fits(preset: Preset, gpu: str, lora: bool, completion_tokens: int, batch: in
     need = memory_estimate_gb(preset.n_params, lora, completion_tokens, batch)
     have = GPU_MEMORY_GB.get(name, 0)
     return {"gpu": name, "need_gb": round(need, 1), "have_gb": have, "fits": need <= have}
+
+
+# --- Families: what a tokenizer, a chat template and a stand-in model are chosen by --------
+
+
+@dataclass(frozen=True)
+class Family:
+    """A Qwen model family: one BPE vocabulary, one set of special tokens, one chat template."""
+
+    name: str  # qwen3 or qwen2.5
+    model_type: str  # transformers model_type of the architecture
+    # Added tokens from id 151643 on, in id order, with whether each is "special" (stripped
+    # by skip_special_tokens). <tool_call> and <think> are not: a decoded answer keeps them.
+    added_tokens: tuple[tuple[str, bool], ...]
+    template: str  # TRL ships the family's original template under this name
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def vocabulary_size(self) -> int:
+        """Tokens the tokenizer knows: the 151,643 BPE ranks plus the added tokens."""
+        return QWEN_BPE_RANKS + len(self.added_tokens)
+
+
+QWEN_BPE_RANKS = 151643
+_SHARED_ADDED = (
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+)
+QWEN3 = Family(
+    name="qwen3",
+    model_type="qwen3",
+    added_tokens=(
+        *_SHARED_ADDED,
+        ("<tool_response>", False),
+        ("</tool_response>", False),
+        ("<think>", False),
+        ("</think>", False),
+    ),
+    template="qwen3",
+    chat_template_kwargs={"enable_thinking": False},
+)
+QWEN3_2507 = dataclasses.replace(QWEN3, name="qwen3-instruct-2507", template="qwen3_instruct_2507")
+QWEN25 = Family(name="qwen2.5", model_type="qwen2", added_tokens=_SHARED_ADDED, template="qwen2_5")
+FAMILIES = (QWEN3, QWEN3_2507, QWEN25)
+STAND_IN_FAMILIES = "Qwen3 (Qwen/Qwen3-*) or Qwen2.5 (Qwen/Qwen2.5-*)"
+_REPO_FAMILY = (  # matched on the repo name, whoever publishes it (Qwen/, unsloth/, ...)
+    (re.compile(r"^qwen3-[\d.]+b(-a[\d.]+b)?-instruct-2507", re.I), QWEN3_2507),
+    (re.compile(r"^qwen3-[\d.]+b", re.I), QWEN3),
+    (re.compile(r"^qwen2\.5-", re.I), QWEN25),
+)
+_MODEL_TYPE_FAMILY = {"qwen3": QWEN3, "qwen2": QWEN25}
+
+
+def family_of(name: str) -> Family | None:
+    """The Qwen family of a preset, a hub id (`Qwen/Qwen3-4B`, `unsloth/Qwen2.5-7B-Instruct`)
+    or a local model folder (by its config.json); None for anything else."""
+    preset = get_preset(name)
+    if preset is not None:
+        if preset.hf_repo is None:
+            return None  # tiny-local: its own word-level vocabulary
+        return QWEN3 if preset.model_type == "qwen3" else QWEN25
+    config = expand(name) / "config.json"
+    if config.is_file():
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return _MODEL_TYPE_FAMILY.get(str(model_type))
+    repo = name.rstrip("/").rpartition("/")[2]
+    return next((family for pattern, family in _REPO_FAMILY if pattern.match(repo)), None)
+
+
+def size_b(name: str) -> float | None:
+    """The parameter count in billions a model name states ('Qwen3-14B' -> 14.0)."""
+    found = re.search(r"-(\d+(?:\.\d+)?)b\b", name, re.I)
+    return float(found.group(1)) if found else None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import ConfigError, NotFoundError
+from posttrain.paths import expand
 
 if TYPE_CHECKING:
     from posttrain.spec import DatasetSpec
@@ -21,7 +22,7 @@ FORMATS = (".jsonl", ".json", ".parquet", ".csv")
 
 def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of a local dataset file as dicts; errors name the file, the line and the fix."""
-    path = Path(path).expanduser()
+    path = expand(path)
     if not path.is_file():
         raise NotFoundError(f"dataset file {path} does not exist; give a path to a {FORMATS} file")
     suffix = path.suffix.lower()
@@ -196,9 +197,22 @@ def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[s
     if ds.reference_column and ds.reference_column != "reference":
         base.setdefault("reference", row.get(ds.reference_column))
     if ds.messages_column:
-        messages = list(row[ds.messages_column])
-        last = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+        messages = row[ds.messages_column]
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ConfigError(
+                f"row {base['id']!r}: column '{ds.messages_column}' must be a list of "
+                f"{{'role', 'content'}} messages, not {type(messages).__name__}"
+            )
+        turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        if not turns:
+            raise ConfigError(
+                f"row {base['id']!r}: its '{ds.messages_column}' have no assistant turn to "
+                f"train on; drop the row or add the answer"
+            )
+        last = turns[-1]
         prompt, completion = messages[:last], messages[last:]
+        if base.get("reference") is None:  # no reference column: the last answer is it
+            base["reference"] = messages[last].get("content") or ""
         base["prompt_text"] = next(
             (m["content"] for m in reversed(prompt) if m.get("role") == "user"), ""
         )

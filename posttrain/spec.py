@@ -29,8 +29,9 @@ from pydantic import (
     model_validator,
 )
 
-from posttrain.catalog import PRESETS, get_preset, parse_gpu
+from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
 from posttrain.errors import ConfigError
+from posttrain.paths import expand
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
@@ -62,6 +63,12 @@ class ModelSpec(Strict):
     random_weights: bool = Field(
         False, description="Build the preset's shape with random weights (benchmarks only)."
     )
+    stand_in: bool = Field(
+        False,
+        description="Train a tiny random-weight model of the same family with the real "
+        "tokenizer and chat template: the local dry run (proves the plumbing, never quality). "
+        "smoke_run sets it for a local dry run.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -70,7 +77,7 @@ class ModelSpec(Strict):
             return get_preset(name).name  # type: ignore[union-attr]
         looks_like_path = name.startswith((".", "/", "~"))
         _confine_local(info, name, "model path", looks_like_path)
-        if Path(name).expanduser().exists():
+        if expand(name).exists():
             return name
         if looks_like_path:
             raise ValueError(
@@ -86,14 +93,33 @@ class ModelSpec(Strict):
             f"or an HF repo id such as 'Qwen/Qwen3-0.6B'"
         )
 
+    @model_validator(mode="after")
+    def _stand_in(self) -> ModelSpec:
+        if self.stand_in and self.random_weights:
+            raise ValueError(
+                "model.stand_in (a tiny model of the family) and model.random_weights (the "
+                "real shape, for benchmarks) exclude each other; set one"
+            )
+        if self.stand_in:
+            from posttrain.gpu.standin import stand_in_for
+
+            stand_in_for(self.name)  # a clear error for a model of another family
+        return self
+
     @property
     def preset(self):
         return get_preset(self.name)
 
+    @property
+    def family(self):
+        return family_of(self.name)
+
     def template_kwargs(self) -> dict[str, Any]:
+        """What the chat template is called with: the spec's, else the family's (Qwen3: no
+        thinking block, i.e. the empty one)."""
         if self.chat_template_kwargs is not None:
             return dict(self.chat_template_kwargs)
-        return dict(self.preset.chat_template_kwargs) if self.preset else {}
+        return dict(self.family.chat_template_kwargs) if self.family else {}
 
 
 class RowFilter(Strict):
@@ -158,7 +184,7 @@ class DatasetSpec(Strict):
             _confine(info, self.path, "dataset.path")
         if self.hf_repo:  # datasets also loads a local folder given as a repo
             _confine_local(info, self.hf_repo, "dataset.hf_repo", False)
-        if self.path and not Path(self.path).expanduser().is_file():
+        if self.path and not expand(self.path).is_file():
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
         if not re.findall(r"{(\w+)", self.template) and not self.messages_column:
             raise ValueError(
@@ -171,10 +197,12 @@ class DatasetSpec(Strict):
         return self.prompt_template or "{" + self.prompt_column + "}"
 
     def columns_used(self) -> list[str]:
-        """Every column the rows must have: the template's, the reference, the target."""
+        """Every column the rows must have: the template's, the reference, the target. Chat
+        rows need no reference column unless one is named: their last answer is the one."""
         used = [] if self.messages_column else re.findall(r"{(\w+)", self.template)
+        optional = self.messages_column and "reference_column" not in self.model_fields_set
         for column in (
-            self.reference_column,
+            None if optional else self.reference_column,
             self.response_column,
             self.messages_column,
             self.tools_column,
@@ -309,6 +337,17 @@ class RunSpec(Strict):
             raise ValueError(f"resume_from '{run_id}' is not a run id (e.g. run-261130-1200-ab12)")
         return run_id
 
+    @model_validator(mode="after")
+    def _tools_need_sft(self) -> RunSpec:
+        if self.dataset.tools_column and self.algorithm.kind == "grpo":
+            raise ValueError(
+                "dataset.tools_column works with algorithm.kind 'sft' (each row's tool schemas "
+                "go into its prompt); GRPO with per-row tools is not built (TRL renders one "
+                "tool list for every prompt), so the schemas would be dropped silently. Use "
+                "kind 'sft', or put the tools into system_prompt"
+            )
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
@@ -333,8 +372,32 @@ class RunSpec(Strict):
             return self.compute.gpu
         return self.model.preset.default_gpu if self.model.preset else "H100"
 
+    @property
+    def dry_run_key(self) -> str:
+        """What a dry run proves for: the model, the data, the template, the reward and the
+        algorithm's kind and adapter. Steps, sizes, compute and seeds are left out, because a
+        dry run cuts them; a launch with the same key has had its plumbing proven."""
+        return dry_run_key(self.model_dump(mode="json"))
+
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
+
+
+def dry_run_key(spec: dict[str, Any]) -> str:
+    """RunSpec.dry_run_key from a spec's JSON (as stored in a run directory)."""
+    model, algorithm = spec.get("model") or {}, spec.get("algorithm") or {}
+    proven = {
+        "model": model.get("name"),
+        "template": model.get("chat_template_kwargs"),
+        "dataset": spec.get("dataset"),
+        "reward": spec.get("reward"),
+        "kind": algorithm.get("kind"),
+        "lora": algorithm.get("lora"),
+        "warmstart": algorithm.get("warmstart") is not None,
+        "max_prompt_length": algorithm.get("max_prompt_length"),
+    }
+    canonical = json.dumps(proven, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def _explain(exc: ValidationError, model: type[BaseModel] = RunSpec) -> str:
@@ -415,7 +478,7 @@ def load_spec(
     ):
         if "\x00" in str(source):
             raise ConfigError("spec file path contains a NUL byte; give a real file path")
-        path = Path(source).expanduser()
+        path = expand(source)
         if not path.is_file():
             raise ConfigError(f"spec file {path} does not exist; give a .yaml or .json spec file")
         text = path.read_text(encoding="utf-8")

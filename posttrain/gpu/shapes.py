@@ -1,7 +1,8 @@
 """Random-weight models of the real preset shapes, for GPU benchmarks without a download.
 
-The weights are random and the tokenizer is the tiny model's word-level one (its ids are a
-subset of the real vocabulary), so the numbers measure speed and memory, never quality.
+The weights are random and the tokenizer is the real one of the preset's family (posttrain's
+tokenizers: cache, hub or the embedded vocabulary), so the numbers measure speed and memory
+on real token ids, never quality.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from posttrain.catalog import Preset
 from posttrain.rewards.phonetics import cache_dir
 
-SHAPES_FORMAT = 1
+SHAPES_FORMAT = 2  # 2: the real tokenizer
 
 
 def random_weight_model_path(preset: Preset, seed: int = 0) -> Path:
@@ -24,9 +25,9 @@ def random_weight_model_path(preset: Preset, seed: int = 0) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from posttrain.gpu.tiny import build_tokenizer
+    from posttrain.gpu.tokenizers import load_tokenizer
 
-    tokenizer = build_tokenizer()
+    tokenizer = load_tokenizer(preset.name).tokenizer
     config = preset.config()
     config.eos_token_id = tokenizer.eos_token_id
     config.pad_token_id = tokenizer.pad_token_id

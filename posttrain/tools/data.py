@@ -55,25 +55,12 @@ def percentiles(values: list[int]) -> Percentiles:
 
 
 def load_tokenizer_for(spec: RunSpec) -> tuple[Any, str]:
-    """The model's tokenizer when it can be had here; else the local ChatML one, said so."""
-    from posttrain.gpu.tiny import build_tokenizer
+    """The model's real tokenizer (cache, hub or the embedded Qwen vocabulary) and where it
+    came from. A model of another family with no tokenizer here is a clear error."""
+    from posttrain.gpu.tokenizers import load_tokenizer
 
-    preset = spec.model.preset
-    if preset is not None and preset.name == "tiny-local":
-        return build_tokenizer(), "tiny-local (word-level, ChatML)"
-    source = preset.hf_repo if preset is not None else spec.model.name
-    try:
-        from transformers import AutoTokenizer
-
-        # Local files only: a machine without the hub would otherwise retry for a minute.
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-        return tokenizer, f"{source} (the model's own)"
-    except Exception:  # not downloaded, gated or absent: every failure means the fallback
-        return build_tokenizer(), (
-            f"FALLBACK: {source}'s tokenizer is not in the local Hugging Face cache, so rows were "
-            f"rendered with the local ChatML template and counted in words, not BPE tokens "
-            f"(download it with `hf download {source}` to see the real template)"
-        )
+    loaded = load_tokenizer(spec.model.name)
+    return loaded.tokenizer, loaded.described
 
 
 def _norm(text: str) -> str:
@@ -141,9 +128,18 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
 
     # Lengths from an even sample: a million-row dataset is checked in seconds, not hours.
     sampled = [rows[i] for i in spread(len(rows), LENGTH_SAMPLE)]
-    prompt_lengths = [
-        len(tokenizer(render(r, False), add_special_tokens=False)["input_ids"]) for r in sampled
-    ]
+    unrenderable: dict[str, str] = {}  # row id -> why the template refused it
+
+    def prompt_length(row: dict[str, Any]) -> int | None:
+        try:
+            text = render(row, False)
+        except Exception as exc:  # jinja and template errors come in many types
+            unrenderable[row["id"]] = f"row {row['id']!r}: {type(exc).__name__}: {exc}"
+            return None
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    prompt_lengths = [n for n in map(prompt_length, sampled) if n is not None]
+    renderable = [r for r in data.train if r["id"] not in unrenderable]
     ref_lengths = [
         len(tokenizer(str(r["reference"]), add_special_tokens=False)["input_ids"])
         for r in sampled
@@ -152,6 +148,13 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
     train_prompts = {_norm(r["prompt_text"]) for r in data.train}
     overlap = [r for r in data.holdout if _norm(r["prompt_text"]) in train_prompts]
     problems = schema_problems(rows, spec)
+    if unrenderable:
+        reasons = "; ".join(list(unrenderable.values())[:3])
+        problems.append(
+            f"{len(unrenderable)} of {len(sampled)} sampled rows do not render through the "
+            f"chat template (the trainer refuses them): {reasons}; fix those rows or drop "
+            f"them with dataset.filters"
+        )
     over = sum(n > spec.algorithm.max_prompt_length for n in prompt_lengths)
     if over:
         problems.append(
@@ -165,7 +168,7 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
         train_rows=len(data.train),
         holdout_rows=len(data.holdout),
         columns=sorted(raw[0]) if raw else [],
-        samples=[render(r, True) for r in data.train[:SAMPLES]],
+        samples=[render(r, True) for r in renderable[:SAMPLES]],
         tokenizer=tokenizer_name,
         prompt_tokens=percentiles(prompt_lengths),
         reference_tokens=percentiles(ref_lengths) if ref_lengths else None,
