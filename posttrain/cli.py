@@ -134,7 +134,7 @@ def _render_probe_report(report: dict[str, Any]) -> None:
     for n in report["notes"]:
         console.print(f"[yellow]note:[/yellow] {n}")
     if not report["flagged"] and not report["warnings"]:
-        console.print("[green]No probe scores as high as the honest answers.[/green]")
+        console.print("[green]No probe is flagged as an exploit.[/green]")
 
 
 register(app, run_app)

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,30 @@ def test_rows_with_an_empty_reference_do_not_crash_the_battery(qa_rows):
     rows = [{**r, "reference": ""} if i % 2 else r for i, r in enumerate(qa_rows)]
     report = run_probes(get_reward("rhyme"), rows)
     assert {"one_word_lines", "same_end_word"}.isdisjoint(report.flagged)
+
+
+def test_prose_references_under_a_rhyme_reward_are_judged_against_its_range(tmp_path):
+    from posttrain.tools.reward_check import check_reward
+
+    rows = [
+        {"instruction": f"{q} ({i})", "input": "", "output": a}
+        for i, (q, a) in enumerate(
+            [
+                ("Give three tips for staying healthy.", "Eat well, sleep enough, move daily."),
+                ("Why is the sky blue?", "Air scatters blue light more than red light."),
+                ("What is the capital of Japan?", "Tokyo is the capital of Japan."),
+                ("How do plants make food?", "Plants use sunlight, water and carbon dioxide."),
+            ]
+            * 3
+        )
+    ]
+    data = tmp_path / "alpaca.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = check_reward(
+        "rhyme_relevance", data=str(data), prompt_column="instruction", reference_column="output"
+    )
+    assert report.honest.mean < 0.65  # prose pays relevance only: 0.3 of the range 0..1.3
+    assert report.flagged == []  # no probe is an exploit just because prose scored as prose
+    verdicts = {p.name: p.verdict for p in report.probes}
+    assert verdicts["prose_on_topic"].startswith("not judged")
+    assert any("judged against the range instead (flagged at 0.65" in n for n in report.notes)

@@ -21,6 +21,10 @@ from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores, reward_label
 
 FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is flagged
+# Honest answers scoring under half of the reward's range are not what it pays for (prose
+# references under a rhyme reward): probes are then judged against the range itself, and a
+# probe scoring at least half of it is flagged.
+WEAK_HONEST_SHARE = 0.5
 EXAMPLE_CHARS = 400
 
 # Rhyme classes checked against the CMU dictionary (distinct onsets, so each pair rhymes).
@@ -55,7 +59,10 @@ class Probe:
     exploit: str  # what a policy producing this would be getting away with
     fix: str  # the rule that stops it
     build: Callable[[Row, random.Random], str]
-    kind: Literal["exploit", "leak"] = "exploit"
+    # exploit: judged against the honest answers; leak: only matters when prompts hold their
+    # references; form: the reference itself in another form, judged only against honest
+    # answers of a different form (--honest-column), never against the references themselves
+    kind: Literal["exploit", "leak", "form"] = "exploit"
 
 
 def _pair_lines(pool: Sequence[str], lead: Callable[[int], str], n: int) -> str:
@@ -157,6 +164,7 @@ PROBES: tuple[Probe, ...] = (
         lambda row, rng: "\n".join(
             " ".join(chunk) for chunk in _chunks(_words(row.reference, 32), 8)
         ),
+        kind="form",
     ),
 )
 
@@ -267,9 +275,20 @@ def run_probes(
     )
     honest = Distribution.of(honest_scores.rewards)
     notes = list(dict.fromkeys(honest_scores.notes))
-    low, _ = reward.value_range
+    low, high_end = reward.value_range
     floor = low if low > float("-inf") else honest.min
     threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
+    against = f"honest {honest.mean:.2f}"
+    weak_at = floor + WEAK_HONEST_SHARE * (high_end - floor)
+    if honest_column is None and high_end < float("inf") and honest.mean < weak_at:
+        threshold, against = weak_at, f"the flag line {weak_at:.2f}"
+        notes.append(
+            f"the honest answers (column '{reference_column}') score {honest.mean:.2f} of the "
+            f"reward's range {floor:g}..{high_end:g}: they are not what this reward pays for "
+            f"(e.g. prose references under a rhyme reward), so probes are judged against the "
+            f"range instead (flagged at {weak_at:.2f}, half of it). Give honest answers in "
+            f"the form you train for (--honest-column, e.g. verse) for a sharper check"
+        )
     leaks = sum(1 for r in data if r.reference.strip() and r.reference.strip() in r.prompt)
 
     results = []
@@ -283,25 +302,7 @@ def run_probes(
         mean = statistics.fmean(scores.rewards)
         best = max(range(len(texts)), key=lambda i: scores.rewards[i])
         high = mean > floor + 1e-9 and mean >= threshold
-        if probe.kind == "leak":
-            flagged = high and leaks > 0
-            verdict = (
-                f"LEAK: {leaks} prompt(s) contain their reference and the reward pays a copy "
-                f"{mean:.2f}; {probe.fix}"
-                if flagged
-                else f"pays a verbatim copy {mean:.2f}; safe while references stay out of prompts "
-                f"(none of these {len(data)} rows leaks)"
-                if high
-                else f"ok: a verbatim copy scores {mean:.2f} vs honest {honest.mean:.2f}"
-            )
-        else:
-            flagged = high
-            verdict = (
-                f"LIKELY EXPLOIT: {probe.exploit} and scores {mean:.2f} vs honest "
-                f"{honest.mean:.2f}; fix: {probe.fix}"
-                if flagged
-                else f"ok: scores {mean:.2f} vs honest {honest.mean:.2f}"
-            )
+        flagged, verdict = _judge(probe, mean, high, against, leaks, len(data), honest_column)
         example = texts[best]
         results.append(
             ProbeResult(
@@ -346,6 +347,40 @@ def run_probes(
         warnings=warnings,
         notes=notes,
     )
+
+
+def _judge(
+    probe: Probe,
+    mean: float,
+    high: bool,
+    against: str,
+    leaks: int,
+    rows: int,
+    honest_column: str | None,
+) -> tuple[bool, str]:
+    """Whether a probe is flagged, and the sentence that says why (or why not)."""
+    if probe.kind == "leak":
+        if high and leaks:
+            return True, (
+                f"LEAK: {leaks} prompt(s) contain their reference and the reward pays a copy "
+                f"{mean:.2f}; {probe.fix}"
+            )
+        if high:
+            return False, (
+                f"pays a verbatim copy {mean:.2f}; safe while references stay out of prompts "
+                f"(none of these {rows} rows leaks)"
+            )
+        return False, f"ok: a verbatim copy scores {mean:.2f} vs {against}"
+    if probe.kind == "form" and honest_column is None:
+        return False, (
+            f"not judged: scores {mean:.2f}, but it is the reference in another form and the "
+            f"honest answers are the references; give --honest-column to judge it"
+        )
+    if high:
+        return True, (
+            f"LIKELY EXPLOIT: {probe.exploit} and scores {mean:.2f} vs {against}; fix: {probe.fix}"
+        )
+    return False, f"ok: scores {mean:.2f} vs {against}"
 
 
 def _all_keys(data: Sequence[Row]) -> list[str]:

@@ -74,9 +74,14 @@ def check_reward(
         prompt_column, reference_column = "prompt_text", reference_column or "reference"
     else:
         table = read_rows(str(data), limit=rows)
+    params = dict(params or {})
+    info = REWARDS.get(reward)
+    if reference_column and info and "reference_column" in info.parameters:
+        # a composite reward (rhyme_relevance) routes it to the part that reads references
+        params.setdefault("reference_column", reference_column)
     job = {
         "reward": reward,
-        "params": params or {},
+        "params": params,
         "rows": table,
         "prompt_column": prompt_column,
         "reference_column": reference_column,
