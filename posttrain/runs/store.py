@@ -9,11 +9,13 @@ offsets of the log events in events.jsonl, so they survive a rebuild too.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,9 @@ from posttrain.runs.layout import (
     read_json,
     runs_root,
 )
+from posttrain.spec import dry_run_key
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: dry runs (dry_run_key, dry_run) and rendered prompts in traces
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, spec_id TEXT, name TEXT, backend TEXT, model TEXT, kind TEXT,
@@ -36,8 +39,10 @@ CREATE TABLE IF NOT EXISTS runs (
     status TEXT NOT NULL DEFAULT 'queued', stage TEXT, cause TEXT,
     phase TEXT, step INTEGER DEFAULT 0, total_steps INTEGER, warmstart_steps INTEGER,
     reward REAL, best_reward REAL, last_event_at REAL, final TEXT,
-    events_offset INTEGER NOT NULL DEFAULT 0, torn_lines INTEGER NOT NULL DEFAULT 0
+    events_offset INTEGER NOT NULL DEFAULT 0, torn_lines INTEGER NOT NULL DEFAULT 0,
+    dry_run_key TEXT, dry_run TEXT
 );
+CREATE INDEX IF NOT EXISTS runs_dry_run ON runs(dry_run_key);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE TABLE IF NOT EXISTS metrics (
@@ -57,7 +62,7 @@ END;
 CREATE TABLE IF NOT EXISTS traces (
     run_id TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL, idx INTEGER NOT NULL,
     grp INTEGER, prompt TEXT, completion TEXT, reward REAL, components TEXT, reference TEXT,
-    PRIMARY KEY (run_id, phase, step, idx)
+    rendered TEXT, PRIMARY KEY (run_id, phase, step, idx)
 );
 CREATE TABLE IF NOT EXISTS checkpoints (
     run_id TEXT NOT NULL, step INTEGER NOT NULL, path TEXT NOT NULL, t REAL,
@@ -103,7 +108,13 @@ class Store:
 
     def _create_schema(self) -> None:
         """Open (or create) the index; one of another format, or corrupted, is set aside and
-        rebuilt from the run directories: it is only a cache of them."""
+        rebuilt from the run directories: it is only a cache of them. One opener at a time
+        (threads and processes): a second one switching a half-made file to WAL meanwhile
+        saw "locked", took the disk for read-only, and failed."""
+        with _exclusive(self.path.with_name(self.path.name + ".lock")):
+            self._create_schema_locked()
+
+    def _create_schema_locked(self) -> None:
         try:
             db = self._connect()
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -227,9 +238,11 @@ class Store:
         spec = read_json(run_dir / SPEC)
         algorithm = spec.get("algorithm", {})
         warmstart = algorithm.get("warmstart") or {}
+        stand_in = bool((spec.get("model") or {}).get("stand_in"))
         self.db.execute(
             "INSERT OR IGNORE INTO runs (run_id, spec_id, name, backend, model, kind, run_dir, "
-            "created_at, total_steps, warmstart_steps) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "created_at, total_steps, warmstart_steps, dry_run_key) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 run_dir.name,
                 meta.get("spec_id"),
@@ -241,6 +254,7 @@ class Store:
                 meta.get("created_at"),
                 algorithm.get("steps"),
                 warmstart.get("steps"),
+                dry_run_key(spec) if stand_in else None,
             ),
         )
 
@@ -273,6 +287,8 @@ class Store:
                 "INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?)",
                 (s["run_id"], e.get("step"), e.get("path"), t),
             )
+        elif kind == "dry_run":
+            s["dry_run"] = json.dumps({k: v for k, v in e.items() if k not in ("type", "t")})
         elif kind == "error":
             s["cause"] = e.get("cause")
             self._log(s["run_id"], pos, t, "error", f"{e.get('cause')}\n{e.get('traceback', '')}")
@@ -311,7 +327,7 @@ class Store:
             except ValueError:
                 continue
             self.db.execute(
-                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     phase,
@@ -323,6 +339,7 @@ class Store:
                     r.get("reward"),
                     json.dumps(r.get("components") or {}),
                     r.get("reference"),
+                    r.get("rendered"),
                 ),
             )
 
@@ -409,6 +426,15 @@ class Store:
         )
         return [r[0] for r in rows]
 
+    def last_dry_run(self, key: str) -> dict[str, Any] | None:
+        """The newest succeeded dry run with this dry-run key, or None."""
+        row = self.db.execute(
+            "SELECT run_id, ended_at FROM runs WHERE dry_run_key=? AND status='succeeded' "
+            "ORDER BY ended_at DESC LIMIT 1",
+            (key,),
+        ).fetchone()
+        return dict(row) if row else None
+
     def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.execute(
             "SELECT step, path, t FROM checkpoints WHERE run_id=? ORDER BY step", (run_id,)
@@ -421,6 +447,23 @@ class Store:
                 db.close()
             self._connections.clear()
         self._local = threading.local()
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on a file beside the index (none where it cannot be made:
+    a read-only disk has no writers to wait for)."""
+    try:
+        handle = lock_path.open("a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _size(path: Path) -> int:
