@@ -47,7 +47,7 @@ def launch_command(
     smoke_backend: str = "local",
 ) -> None:
     """Launch (or smoke), asking the human at the terminal when one is there."""
-    from posttrain.tools.launch import human_question, launch, smoke_spec
+    from posttrain.tools.launch import human_question, launch, smoke_run, smoke_spec
 
     def body() -> Any:
         run_spec = smoke_spec(spec, smoke_steps, smoke_backend) if smoke_steps is not None else spec
@@ -55,6 +55,8 @@ def launch_command(
         human = None
         if ask and sys.stdin.isatty() and not as_json:
             human = "approved" if typer.confirm(ask, default=False) else "declined"
+        if smoke_steps is not None:
+            return smoke_run(spec, smoke_steps, smoke_backend, confirm, human)
         return launch(run_spec, confirmation_token=confirm, idempotency_key=key, human=human)
 
     result = guarded(body)
@@ -66,6 +68,14 @@ def launch_command(
                 f"{r['approved_by'] or 'an earlier launch'}); follow it: posttrain "
                 f"run logs {r['run_id']} --follow"
             )
+            if r.get("dry_run"):
+                d = r["dry_run"]
+                console.print(f"dry run of your spec on a {d['stand_in']}")
+                for field, change in d["cuts"].items():
+                    console.print(f"  cut {field}: {change}")
+                console.print("it cannot prove: " + "; ".join(d["cannot_prove"]))
+            if r.get("dry_run_status"):
+                console.print(r["dry_run_status"])
         else:
             console.print(r["message"])
             if r["confirmation_token"]:

@@ -60,7 +60,8 @@ def test_an_accepted_elicitation_starts_the_run(paid, mode):
     assert asked == [
         "Launch Qwen3-0.6B (grpo, 100 steps) on L40S for up to 60 min: "
         f"estimated ${result.structured_content['cost']['expected_usd']:.2f}, "
-        f"at most $1.95?"
+        f"at most $1.95? Dry run: none has passed for this model, data, reward and "
+        f"algorithm; `smoke_run` locally first is free."
     ]
 
 

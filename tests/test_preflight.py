@@ -1,5 +1,7 @@
 """The guards that run before step 1, with the real tiny tokenizer and real rewards."""
 
+import json
+
 import pytest
 
 from posttrain.dataset import prepare
@@ -25,7 +27,8 @@ def run_preflight(spec_dict, reward=None):
     data = prepare(spec.dataset, spec.algorithm.kind)
     reward = reward or get_reward(spec.reward.name, spec.reward.params)
     sink = Sink()
-    return preflight(spec, data, build_tokenizer(), reward, sink), sink
+    data, _ = preflight(spec, data, build_tokenizer(), reward, sink)
+    return data, sink
 
 
 GYM = {"builtin": "rhyme-gym", "n_rows": 100, "system_prompt": "answer in rhyme"}
@@ -68,3 +71,33 @@ def test_the_holdout_is_stable_and_disjoint_from_training():
     assert [r["id"] for r in a.holdout] == [r["id"] for r in b.holdout]
     assert not {r["id"] for r in a.holdout} & {r["id"] for r in a.train}
     assert 10 <= len(a.holdout) <= 30
+
+
+def test_a_row_the_real_qwen_template_cannot_render_is_named_with_the_reason(tmp_path):
+    from posttrain.gpu.tokenizers import load_tokenizer
+
+    rows = [
+        {
+            "id": f"r{i}",
+            "messages": [
+                {"role": "user", "content": f"Question {i}?"},
+                {"role": "assistant", "content": f"Answer {i}."},
+            ],
+        }
+        for i in range(5)
+    ]
+    rows[3]["id"] = "broken-row"
+    rows[3]["messages"].insert(0, {"role": "system", "content": [{"type": "text", "text": "x"}]})
+    data_file = tmp_path / "chats.jsonl"
+    data_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = load_spec(
+        {
+            "model": "Qwen3-0.6B",
+            "dataset": {"path": str(data_file), "messages_column": "messages", "holdout_share": 0},
+            "algorithm": {"kind": "sft"},
+        }
+    )
+    data = prepare(spec.dataset, "sft")
+    tokenizer = load_tokenizer("Qwen3-0.6B").tokenizer
+    with pytest.raises(ConfigError, match=r"row 3 \(id broken-row\) does not render .*TypeError"):
+        preflight(spec, data, tokenizer, None, Sink())

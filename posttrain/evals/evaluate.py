@@ -228,6 +228,7 @@ def evaluate_run(
     seeds = {"base": [seed + 1 + i for i in range(base_passes)], "trained": seed + 1}
     job = {
         "prompts": [t["prompt"] for t in tasks],
+        "tools": [t.get("tools") for t in tasks],  # the schemas each prompt trained with
         "k": k,
         "base_seeds": seeds["base"],
         "trained_seed": seeds["trained"],

@@ -15,15 +15,21 @@ def sample(
     template_kwargs: dict[str, Any] | None = None,
     num_return_sequences: int = 1,
     seed: int | None = None,
+    tools: list[Any] | None = None,
 ) -> list[str]:
-    """Completions for chat prompts, `num_return_sequences` each, in prompt order."""
+    """Completions for chat prompts, `num_return_sequences` each, in prompt order. `tools`:
+    each prompt's tool schemas (as it trained with them), or None."""
     import torch
 
     texts = [
         tokenizer.apply_chat_template(
-            p, tokenize=False, add_generation_prompt=True, **(template_kwargs or {})
+            p,
+            tokenize=False,
+            add_generation_prompt=True,
+            tools=row_tools or None,
+            **(template_kwargs or {}),
         )
-        for p in prompts
+        for p, row_tools in zip(prompts, tools or [None] * len(prompts), strict=True)
     ]
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
@@ -63,7 +69,8 @@ def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
 
     from transformers import AutoModelForCausalLM
 
-    from posttrain.gpu.train import Device, load_tokenizer, resolve_model
+    from posttrain.gpu.train import load_tokenizer, resolve_model
+    from posttrain.gpu.trainers import Device
     from posttrain.runs.layout import SPEC
     from posttrain.spec import load_spec
 
@@ -83,10 +90,10 @@ def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
 def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     """Base passes (one per seed), then the trained pass, through one code path.
 
-    job: prompts (chat messages), k (samples per prompt), base_seeds, trained_seed,
-    max_new_tokens, temperature, template_kwargs. Returns {"base": [pass][prompt][k],
-    "trained": [prompt][k]}. The base passes run before the adapter is attached, so they
-    can never see it (peft wraps the model in place).
+    job: prompts (chat messages), tools (each prompt's tool schemas, or None), k (samples per
+    prompt), base_seeds, trained_seed, max_new_tokens, temperature, template_kwargs. Returns
+    {"base": [pass][prompt][k], "trained": [prompt][k]}. The base passes run before the
+    adapter is attached, so they can never see it (peft wraps the model in place).
     """
     from pathlib import Path
 
@@ -105,7 +112,7 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     }
 
     def one_pass(m: Any, seed: int) -> list[list[str]]:
-        flat = sample(m, tokenizer, prompts, seed=seed, **settings)
+        flat = sample(m, tokenizer, prompts, seed=seed, tools=job.get("tools"), **settings)
         return [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
 
     base = [one_pass(model, seed) for seed in job["base_seeds"]]
@@ -116,7 +123,7 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     else:
         from transformers import AutoModelForCausalLM
 
-        from posttrain.gpu.train import Device
+        from posttrain.gpu.trainers import Device
 
         trained_model = AutoModelForCausalLM.from_pretrained(
             str(run_dir / "final"), **Device.detect().model_kwargs()

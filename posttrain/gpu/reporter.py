@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,18 +166,48 @@ def prompt_of(prompt: Any) -> str:
     return str(users[-1]) if users else completion_text(prompt)
 
 
+def renderer(tokenizer: Any, template_kwargs: dict[str, Any]) -> Callable[..., str]:
+    """prompt messages (and their tool schemas) -> the text the model reads: rendered by the
+    chat template, encoded and decoded again (specials kept), so a word the tokenizer cannot
+    encode shows up."""
+
+    def render(prompt: Any, tools: Any = None) -> str:
+        if isinstance(prompt, str):
+            text = prompt
+        else:
+            text = tokenizer.apply_chat_template(
+                prompt,
+                tokenize=False,
+                add_generation_prompt=True,
+                tools=tools or None,
+                **template_kwargs,
+            )
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return _clip(tokenizer.decode(ids, skip_special_tokens=False))
+
+    return render
+
+
 class TracingReward:
     """The reward as TRL calls it: guarded, with traces and per-step component means kept."""
 
     def __init__(
-        self, reward: Reward, reporter: Reporter, steps: set[int], samples: int, group_size: int
+        self,
+        reward: Reward,
+        reporter: Reporter,
+        steps: set[int],
+        samples: int,
+        group_size: int,
+        render: Callable[..., str] | None = None,
     ) -> None:
         self.reward = reward
         self.reporter = reporter
         self.steps = steps
         self.samples = samples
         self.group_size = group_size  # TRL lays out each prompt's generations side by side
+        self.render = render  # the prompt as the model read it, for traces
         self.component_means: dict[int, dict[str, float]] = {}
+        self.scored = 0  # completions scored, for the dry run's report
         self.__name__ = reward.__name__
 
     def __call__(
@@ -186,6 +216,7 @@ class TracingReward:
         state = columns.get("trainer_state")
         step = (state.global_step if state is not None else 0) + 1  # the step being built
         scores = checked_scores(self.reward, completions, prompts=prompts, **columns)
+        self.scored += len(completions)
         means = {k: statistics.fmean(v) for k, v in scores.components.items() if v}
         self.component_means[step] = means
         if step in self.steps:
@@ -196,6 +227,7 @@ class TracingReward:
                     "idx": i,
                     "group": i // self.group_size,
                     "prompt": _clip(prompt_of(prompts[i])) if prompts else "",
+                    "rendered": self.render(prompts[i]) if prompts and self.render else None,
                     "completion": _clip(completion_text(completions[i])),
                     "reward": scores.rewards[i],
                     "components": scores.row(i),
@@ -233,6 +265,7 @@ class ReportingCallback(TrainerCallback):
         phase: str,
         tracing: TracingReward | None = None,
         on_step: Any = None,
+        proof: bool = True,
     ) -> None:
         self.reporter = reporter
         self.phase = phase
@@ -240,7 +273,8 @@ class ReportingCallback(TrainerCallback):
         self.on_step = on_step  # extra per-step work (SFT traces)
         self._step_started = self._step_ended = time.perf_counter()
         self._tokens_seen = 0.0
-        self._proven = False  # the first step this process runs is its proof step
+        # the first step this process runs is its proof step (a dry run's resume is not)
+        self._proven = not proof
 
     def on_train_begin(self, args, state, control, **kwargs):
         # a resumed run's token count starts at the checkpoint's, not at zero

@@ -5,19 +5,18 @@ inside the Modal function: CUDA with bf16 when a GPU is present, the CPU otherwi
 assumes nothing about the machine beyond the run directory, and reports everything there.
 
 Stages: preparing -> loading_model -> [warmstart] -> proof_step -> training -> saving ->
-succeeded | failed | cancelled. Before step 1 it refuses work that would waste GPU time: rows
-that do not render through the chat template, prompts over the length limit, a reward that
-is constant on the references.
+succeeded | failed | cancelled. A dry run (`model.stand_in`, posttrain.gpu.dryrun) adds
+resume_check after training and eval_check after saving, and reports what it proved.
+Before step 1 it refuses work that would waste GPU time: rows that do not render through the
+chat template, prompts over the length limit, a reward that is constant on the references.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,11 @@ from posttrain.errors import ConfigError
 from posttrain.gpu.reporter import (
     Cancelled,
     Reporter,
-    ReportingCallback,
-    TracingReward,
     quiet_libraries,
     spread,
-    trace_steps,
 )
+from posttrain.gpu.trainers import Device, train_phase, warmstart
+from posttrain.paths import expand
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.probes import Distribution
@@ -42,30 +40,6 @@ from posttrain.spec import RunSpec, load_spec
 PROMPT_OVERFLOW_TOLERANCE = 0.01  # share of prompts over the limit that are dropped, not refused
 
 
-@dataclass
-class Device:
-    cuda: bool
-    bf16: bool
-    name: str
-
-    @classmethod
-    def detect(cls) -> Device:
-        import torch
-
-        if torch.cuda.is_available():
-            return cls(True, torch.cuda.is_bf16_supported(), torch.cuda.get_device_name(0))
-        return cls(False, False, "cpu")
-
-    def trainer_kwargs(self) -> dict[str, Any]:
-        # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way.
-        return {"use_cpu": not self.cuda, "bf16": self.bf16, "fp16": False}
-
-    def model_kwargs(self) -> dict[str, Any]:
-        import torch
-
-        return {"dtype": torch.bfloat16 if self.bf16 else torch.float32}
-
-
 def resolve_model(spec: RunSpec) -> str:
     """A local folder (or hub id) that from_pretrained can load for the spec's model."""
     preset = spec.model.preset
@@ -73,13 +47,17 @@ def resolve_model(spec: RunSpec) -> str:
         from posttrain.gpu.tiny import tiny_model_path
 
         return str(tiny_model_path())
+    if spec.model.stand_in:
+        from posttrain.gpu.standin import stand_in_path
+
+        return str(stand_in_path(spec.model.name))
     if preset is not None and spec.model.random_weights:
         from posttrain.gpu.shapes import random_weight_model_path
 
         return str(random_weight_model_path(preset))
     if preset is not None:
         return preset.hf_repo or preset.name
-    return str(Path(spec.model.name).expanduser())
+    return str(expand(spec.model.name))
 
 
 def load_tokenizer(path: str) -> Any:
@@ -93,8 +71,9 @@ def load_tokenizer(path: str) -> Any:
 
 def preflight(
     spec: RunSpec, data: Prepared, tokenizer: Any, reward: Reward | None, reporter: Reporter
-) -> Prepared:
-    """Refuse, before step 1, what would waste a run; returns the rows that fit."""
+) -> tuple[Prepared, str]:
+    """Refuse, before step 1, what would waste a run; returns the rows that fit, and what
+    was checked in one line."""
     kwargs = spec.model.template_kwargs()
     missing = [c for c in (reward.columns if reward else ()) if c not in data.train[0]]
     if missing:
@@ -131,14 +110,16 @@ def preflight(
         reporter.log(f"dropped {len(over)} prompts over {limit} tokens", level="warning")
         skip = set(over)
         data.train = [r for i, r in enumerate(data.train) if i not in skip]
-    reporter.log(
+    summary = (
         f"{len(data.train)} training rows, {len(data.holdout)} held out, "
-        f"{data.dropped_by_filters} dropped by filters; prompt tokens p50 "
-        f"{int(statistics.median(lengths))}, max {max(lengths)}"
+        f"{data.dropped_by_filters} dropped by filters; every prompt rendered through the chat "
+        f"template: prompt tokens p50 {int(statistics.median(lengths))}, max {max(lengths)} "
+        f"(limit {limit})"
     )
+    reporter.log(summary)
     if reward is not None and spec.algorithm.kind == "grpo":
         check_reward_signal(spec, data, reward)
-    return data
+    return data, summary
 
 
 def check_reward_signal(spec: RunSpec, data: Prepared, reward: Reward) -> None:
@@ -161,201 +142,6 @@ def check_reward_signal(spec: RunSpec, data: Prepared, reward: Reward) -> None:
             f"answers alike ({values[0]:.3f}): it probably reads the wrong field or ignores the "
             f"completion. Run `posttrain reward check` on the data before training"
         )
-
-
-def run_sft(
-    spec: RunSpec,
-    model_path: str,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    out: Path,
-    reporter: Reporter,
-    device: Device,
-    *,
-    phase: str,
-    steps: int,
-    learning_rate: float,
-    batch_size: int,
-    scheduler: str,
-    lora: bool,
-    reward: Reward | None,
-    resume: str | None = None,
-) -> Any:
-    """SFT on conversational prompt/completion rows: the loss is on the completion only."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    a = spec.algorithm
-    keep = (
-        ("prompt", "completion", "tools") if spec.dataset.tools_column else ("prompt", "completion")
-    )
-    # TRL's SFT takes template arguments per row (its config has no field for them).
-    template = spec.model.template_kwargs()
-    extra = {"chat_template_kwargs": template} if template else {}
-    dataset = Dataset.from_list([{**{k: r[k] for k in keep}, **extra} for r in rows])
-    config = SFTConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=batch_size,
-        learning_rate=learning_rate,
-        lr_scheduler_type=scheduler,
-        max_steps=steps,
-        max_length=a.max_prompt_length + a.max_completion_length,
-        completion_only_loss=True,
-        logging_steps=1,
-        save_strategy="steps" if a.save_every and phase == "train" else "no",
-        save_steps=a.save_every or 1,
-        report_to=[],
-        disable_tqdm=True,
-        seed=a.seed,
-        model_init_kwargs=device.model_kwargs(),
-        **device.trainer_kwargs(),
-    )
-    sample_rows = rows[: a.traces.samples]
-    steps_to_trace = trace_steps(a.traces, steps)
-
-    def trace_step(step: int) -> None:
-        if step in steps_to_trace:
-            trace_samples(
-                spec, trainer.model, tokenizer, sample_rows, reward, reporter, step, phase
-            )
-
-    callback = ReportingCallback(reporter, phase, on_step=trace_step)
-    trainer = SFTTrainer(
-        model=model_path,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(spec) if lora else None,
-        callbacks=[callback],
-    )
-    _silence_printer(trainer)
-    trainer.train(resume_from_checkpoint=resume)
-    return trainer
-
-
-def trace_samples(
-    spec: RunSpec,
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    reward: Reward | None,
-    reporter: Reporter,
-    step: int,
-    phase: str,
-) -> None:
-    """Sample one completion per row and keep it as a trace (SFT has no rollouts of its own)."""
-    from posttrain.gpu.generate import sample
-
-    completions = sample(
-        model,
-        tokenizer,
-        [r["prompt"] for r in rows],
-        max_new_tokens=spec.algorithm.max_completion_length,
-        temperature=spec.algorithm.temperature,
-        template_kwargs=spec.model.template_kwargs(),
-        seed=spec.algorithm.seed + step,
-    )
-    rewards: list[float | None] = [None] * len(rows)
-    components: list[dict[str, float]] = [{} for _ in rows]
-    if reward is not None:
-        columns = {
-            k: [r.get(k) for r in rows] for k in rows[0] if k not in ("prompt", "completion")
-        }
-        scores = checked_scores(reward, completions, prompts=[r["prompt"] for r in rows], **columns)
-        rewards = list(scores.rewards)
-        components = [scores.row(i) for i in range(len(rows))]
-    reporter.trace(
-        step,
-        [
-            {
-                "step": step,
-                "idx": i,
-                "group": i,
-                "prompt": r["prompt_text"],
-                "completion": completions[i],
-                "reward": rewards[i],
-                "components": components[i],
-                "reference": r.get("reference"),
-            }
-            for i, r in enumerate(rows)
-        ],
-        phase=phase,
-    )
-
-
-def lora_config(spec: RunSpec) -> Any:
-    from peft import LoraConfig
-
-    lora = spec.algorithm.lora
-    assert lora is not None
-    return LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-        task_type="CAUSAL_LM",
-    )
-
-
-def run_grpo(
-    spec: RunSpec,
-    model_path: str,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    out: Path,
-    reporter: Reporter,
-    device: Device,
-    reward: Reward,
-    resume: str | None = None,
-) -> Any:
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    a = spec.algorithm
-    dataset = Dataset.from_list([{k: v for k, v in r.items() if k != "completion"} for r in rows])
-    tracing = TracingReward(
-        reward, reporter, trace_steps(a.traces, a.steps), a.traces.samples, a.num_generations
-    )
-    config = GRPOConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=a.batch_size,
-        num_generations=a.num_generations,
-        max_completion_length=a.max_completion_length,
-        temperature=a.temperature,
-        learning_rate=a.learning_rate,
-        lr_scheduler_type=a.lr_scheduler,
-        beta=a.beta,
-        max_steps=a.steps,
-        logging_steps=1,
-        save_strategy="steps" if a.save_every else "no",
-        save_steps=a.save_every or 1,
-        report_to=[],
-        disable_tqdm=True,
-        seed=a.seed,
-        model_init_kwargs=device.model_kwargs(),
-        chat_template_kwargs=spec.model.template_kwargs(),
-        remove_unused_columns=False,
-        **device.trainer_kwargs(),
-    )
-    trainer = GRPOTrainer(
-        model=model_path,
-        reward_funcs=[tracing],
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(spec) if a.lora else None,
-        callbacks=[ReportingCallback(reporter, "train", tracing=tracing)],
-    )
-    _silence_printer(trainer)
-    trainer.train(resume_from_checkpoint=resume)
-    return trainer
-
-
-def _silence_printer(trainer: Any) -> None:
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    trainer.remove_callback(PrinterCallback)
-    trainer.remove_callback(ProgressCallback)
 
 
 def train(spec: RunSpec, run_dir: Path) -> str:
@@ -387,12 +173,23 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     reporter.stage("loading_model")
     device = Device.detect()
     model_path = resolve_model(spec)
-    tokenizer = load_tokenizer(model_path)
+    loaded = tokenizer_for(spec)
+    tokenizer = loaded.tokenizer
+    reporter.log(f"tokenizer: {loaded.described}")
     reporter.log(
         f"model {spec.model.name} from {model_path} on {device.name}"
         f"{' (bf16)' if device.bf16 else ''}; {'LoRA' if a.lora else 'full fine-tune'}"
     )
-    data = preflight(spec, data, tokenizer, reward, reporter)
+    dry = None
+    if spec.model.stand_in:
+        from posttrain.gpu.dryrun import DryRun
+        from posttrain.gpu.standin import stand_in_for
+
+        dry = DryRun(stand_in_for(spec.model.name).described, loaded.described)
+        reporter.log(f"dry run on a {dry.stand_in}: rewards and losses here mean nothing")
+    data, checked = preflight(spec, data, tokenizer, reward, reporter)
+    if dry:
+        dry.saw(f"your data and template: {checked}; tokenizer: {loaded.described}")
     reporter.check_cancel()
 
     resume = None
@@ -404,57 +201,19 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
             f"training continues at step {checkpoint_step(resume) + 1}"
         )
     elif a.kind == "grpo" and a.warmstart:
-        reporter.stage("warmstart")
-        ws = a.warmstart
-        trainer = run_sft(
-            spec,
-            model_path,
-            tokenizer,
-            _as_sft(data.train, spec),
-            run_dir / "warmstart-work",
-            reporter,
-            device,
-            phase="warmstart",
-            steps=ws.steps,
-            learning_rate=ws.learning_rate,
-            batch_size=ws.batch_size,
-            scheduler="cosine",
-            lora=a.lora is not None,
-            reward=reward,
-        )
-        model_path = str(run_dir / "warmstart")
-        # GRPO loads a plain model folder (its reference model comes from the same folder),
-        # so a LoRA warm-start is merged into the weights first.
-        model = trainer.model.merge_and_unload() if a.lora else trainer.model
-        model.save_pretrained(model_path)
-        tokenizer.save_pretrained(model_path)
-        shutil.rmtree(run_dir / "warmstart-work", ignore_errors=True)
-        reporter.check_cancel()
+        model_path = warmstart(spec, model_path, tokenizer, data, run_dir, reporter, device, reward)
+        if dry:
+            dry.saw(f"the SFT warm-start ({a.warmstart.steps} steps) and its merged model")
 
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
-    if a.kind == "grpo":
-        trainer = run_grpo(
-            spec, model_path, tokenizer, data.train, out, reporter, device, reward, resume
-        )
+    train_args = (spec, model_path, tokenizer, data.train, out, reporter, device, reward)
+    if dry:
+        from posttrain.gpu.dryrun import train_with_resume
+
+        trainer = train_with_resume(train_args, dry)
     else:
-        trainer = run_sft(
-            spec,
-            model_path,
-            tokenizer,
-            data.train,
-            out,
-            reporter,
-            device,
-            phase="train",
-            steps=a.steps,
-            learning_rate=a.learning_rate,
-            batch_size=a.batch_size,
-            scheduler=a.lr_scheduler,
-            lora=a.lora is not None,
-            reward=reward,
-            resume=resume,
-        )
+        trainer = train_phase(*train_args, resume=resume)
 
     reporter.stage("saving")
     final = run_dir / "final"
@@ -467,8 +226,28 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
             "cancelled", cause=f"cancelled by request after step {step}", step=step, path="final"
         )
         return "cancelled"
+    if dry:
+        from posttrain.gpu.dryrun import EVAL_PROMPTS, evaluation_pass
+
+        reporter.stage("eval_check")
+        held_out = bool(data.holdout)
+        rows = (data.holdout or data.train)[:EVAL_PROMPTS]
+        evaluation_pass(run_dir, rows, reward, spec, reporter, step)
+        dry.saw(
+            f"evaluate's generation path: the base and the trained arm (final/ attached) each "
+            f"sampled {len(rows)} {'held-out' if held_out else 'training (no holdout)'} "
+            f"prompt(s), scored by the reward"
+        )
+        reporter.events.write("dry_run", durable=True, **dry.report())
     reporter.result("succeeded", step=step, path="final")
     return "succeeded"
+
+
+def tokenizer_for(spec: RunSpec) -> Any:
+    """The run's tokenizer (a LoadedTokenizer): the model's real one, wherever it is found."""
+    from posttrain.gpu.tokenizers import load_tokenizer as load_real
+
+    return load_real(spec.model.name)
 
 
 def checkpoint_step(path: str | Path) -> int:
@@ -489,15 +268,6 @@ def resume_source(spec: RunSpec, run_dir: Path) -> tuple[str, str | None]:
         )
     base = source / "warmstart"
     return str(checkpoints[-1]), str(base) if base.is_dir() else None
-
-
-def _as_sft(rows: list[dict[str, Any]], spec: RunSpec) -> list[dict[str, Any]]:
-    """GRPO rows with their SFT target as the completion (for the warm-start)."""
-    column = spec.dataset.target_column
-    return [
-        {**r, "completion": [{"role": "assistant", "content": str(r.get(column) or "")}]}
-        for r in rows
-    ]
 
 
 def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:

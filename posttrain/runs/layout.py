@@ -17,11 +17,15 @@
                             {"t": ..., "type": "checkpoint",    "step": 50, "path": ".."}
                             {"t": ..., "type": "heartbeat",     "step": 12}
                             {"t": ..., "type": "proof_step",    "ok": true, "step_time_s": ..}
+                            {"t": ..., "type": "dry_run",       "stand_in": .., "tokenizer": ..,
+                                        "proved": [..], "cannot_prove": [..]}  (dry runs)
                             {"t": ..., "type": "result",        "status": "succeeded" |
                                         "failed" | "cancelled", "cause": .., "final": ..}
                             {"t": ..., "type": "error",         "cause": .., "traceback": ..}
-      traces/step_0012.jsonl  sampled completions of step 12: prompt, completion, reward,
-                          components, reference (one JSON per line)
+      traces/step_0012.jsonl  sampled completions of step 12: prompt, rendered (the prompt as
+                          the model read it), completion, reward, components, reference (one
+                          JSON per line); eval_base_/eval_trained_step_*.jsonl: a dry run's
+                          evaluation samples
       checkpoints/checkpoint-50/  the adapter (or weights) and optimizer state at step 50
       final/              the adapter (or weights) and tokenizer at the end
       warmstart/          the SFT warm-start model, when the spec asks for one

@@ -30,11 +30,24 @@ SMOKE_STEPS = 4  # after the proof step
 EXPLICIT_KEY_TTL_S = 24 * 3600
 
 
+class DryRunPlan(BaseModel):
+    """What a local dry run of the user's spec runs on, what it cuts, and what it proves."""
+
+    stand_in: str = Field(description="The stand-in model the spec's model is replaced by.")
+    cuts: dict[str, str] = Field(description="Spec fields cut to CPU sizes: 'from -> to (why)'.")
+    proves: list[str]
+    cannot_prove: list[str]
+
+
 class LaunchResult(BaseModel):
     status: Literal["started", "existing", "needs_confirmation", "declined"]
     run_id: str | None = None
     spec_id: str
     cost: CostEstimate
+    dry_run: DryRunPlan | None = Field(None, description="Set when this is a local dry run.")
+    dry_run_status: str | None = Field(
+        None, description="For a paid launch: whether this spec passed a dry run, and when."
+    )
     approved_by: str | None = Field(None, description="free, policy, token or human.")
     confirmation_token: str | None = Field(
         None, description="Ask your human; if they approve, call again with this token."
@@ -43,14 +56,42 @@ class LaunchResult(BaseModel):
     message: str
 
 
-def question(spec: RunSpec, cost: CostEstimate) -> str:
+def question(spec: RunSpec, cost: CostEstimate, dry_run: str) -> str:
     """What the human is asked."""
     minutes = cost.timeout_s / 60
     gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
     return (
         f"Launch {spec.model.name} ({spec.algorithm.kind}, {spec.algorithm.steps} steps) on "
         f"{gpu} for up to {minutes:.0f} min: estimated ${cost.expected_usd:.2f}, at most "
-        f"${cost.worst_case_usd:.2f}?"
+        f"${cost.worst_case_usd:.2f}? {dry_run}"
+    )
+
+
+def dry_run_status(ctx: Context, spec: RunSpec) -> str:
+    """Whether this spec (model, data, template, reward, algorithm) passed a local dry run."""
+    found = ctx.index.last_dry_run(spec.dry_run_key)
+    if found is None:
+        return (
+            "Dry run: none has passed for this model, data, reward and algorithm; "
+            "`smoke_run` locally first is free."
+        )
+    ago = max(0.0, time.time() - (found["ended_at"] or time.time()))
+    when = f"{ago / 60:.0f} min ago" if ago < 7200 else f"{ago / 3600:.0f} h ago"
+    return f"Dry run: passed {when} ({found['run_id']})."
+
+
+def refuse_local_weights(spec: RunSpec) -> None:
+    """A local run trains tiny-local or a stand-in; a real model's weights never load here."""
+    m = spec.model
+    if spec.compute.backend != "local" or m.stand_in or m.random_weights:
+        return
+    if m.preset is not None and m.preset.hf_repo is None:
+        return  # tiny-local, the demo
+    raise ConfigError(
+        f"compute.backend 'local' would load {m.name}'s real weights onto this machine's CPU; "
+        f"locally, posttrain dry-runs your spec on a stand-in of the same family instead "
+        f"(`smoke_run`, or `posttrain smoke SPEC`: free, about a minute). To train "
+        f"{m.name} itself, set compute.backend: modal"
     )
 
 
@@ -124,7 +165,7 @@ def human_question(
         ledger.check_caps(policy, cost.worst_case_usd)
     except Exception:
         return None  # refused whatever the human says: do not ask
-    return question(spec, cost)
+    return question(spec, cost, dry_run_status(ctx, spec))
 
 
 def launch(
@@ -138,11 +179,17 @@ def launch(
     human; otherwise say what is needed. Raises BudgetError when a cap refuses it."""
     ctx = ctx or Context()
     spec = load_spec(spec)
+    refuse_local_weights(spec)
     check_data(spec)
     ledger, policy = Ledger(), BudgetPolicy.load()
     key = idempotency_key or spec.spec_id
     cost = estimate(spec)
-    base = {"spec_id": spec.spec_id, "cost": cost}
+    paid = cost.worst_case_usd > 0
+    base = {
+        "spec_id": spec.spec_id,
+        "cost": cost,
+        "dry_run_status": dry_run_status(ctx, spec) if paid else None,
+    }
     if run_id := _existing(ctx, ledger, key, idempotency_key is not None):
         return LaunchResult(
             status="existing",
@@ -165,7 +212,8 @@ def launch(
             **base,
             confirmation_token=token[0],
             token_expires_at=token[1],
-            message=f"{question(spec, cost)} Ask your human; if they approve, call launch "
+            message=f"{question(spec, cost, base['dry_run_status'])} Ask your human; if they "
+            f"approve, call launch "
             f"again with this spec and confirmation_token (valid 15 minutes, for "
             f"this exact spec and cost only)",
         )
@@ -209,12 +257,28 @@ def record_and_start(ledger: Ledger, **kwargs: Any) -> str:
         ) from None
 
 
-def smoke_spec(
+def smoke_plan(
     spec: RunSpec | dict[str, Any] | str, steps: int = SMOKE_STEPS, backend: str = "local"
-) -> RunSpec:
-    """The same run cut down to a proof step and `steps` more, tracing every step."""
+) -> tuple[RunSpec, DryRunPlan | None]:
+    """The same run cut down to a proof step and `steps` more, tracing every step. Locally,
+    a real model's spec becomes its dry run on a stand-in (with the plan of what it cuts and
+    proves); tiny-local stays itself, the demo."""
     spec = load_spec(spec)
     data = spec.model_dump(mode="json")
+    m = spec.model
+    if backend == "local" and not (m.preset is not None and m.preset.hf_repo is None):
+        from posttrain.gpu.dryrun import CANNOT_PROVE, PROVES, dry_run_spec
+        from posttrain.gpu.standin import stand_in_for
+
+        cut, cuts = dry_run_spec(data, 1 + steps)
+        cut["name"] = f"dry run: {spec.name or m.name}"
+        plan = DryRunPlan(
+            stand_in=stand_in_for(m.name).described,
+            cuts=cuts,
+            proves=PROVES,
+            cannot_prove=CANNOT_PROVE,
+        )
+        return load_spec(cut), plan
     algorithm = data["algorithm"]
     algorithm.update(
         steps=1 + steps,
@@ -225,7 +289,13 @@ def smoke_spec(
         algorithm["warmstart"]["steps"] = min(algorithm["warmstart"]["steps"], 10)
     data["compute"]["backend"] = backend
     data["name"] = f"smoke: {spec.name or spec.model.name}"
-    return load_spec(data)
+    return load_spec(data), None
+
+
+def smoke_spec(
+    spec: RunSpec | dict[str, Any] | str, steps: int = SMOKE_STEPS, backend: str = "local"
+) -> RunSpec:
+    return smoke_plan(spec, steps, backend)[0]
 
 
 def smoke_run(
@@ -236,10 +306,14 @@ def smoke_run(
     human: Decision = None,
     ctx: Context | None = None,
 ) -> LaunchResult:
-    """A proof step then a few steps of the same spec (local and free by default)."""
-    return launch(
-        smoke_spec(spec, steps, backend),
-        confirmation_token=confirmation_token,
-        human=human,
-        ctx=ctx,
-    )
+    """A proof step then a few steps of the same spec (local and free by default; locally, a
+    real model's spec runs as its dry run on a stand-in)."""
+    cut, plan = smoke_plan(spec, steps, backend)
+    result = launch(cut, confirmation_token=confirmation_token, human=human, ctx=ctx)
+    if plan is not None:
+        result.dry_run = plan
+        result.message += (
+            f"; a dry run of your spec on a {plan.stand_in}: it proves the plumbing, not "
+            f"learning (cuts: {', '.join(plan.cuts) or 'none'})"
+        )
+    return result

@@ -113,10 +113,13 @@ def plan(spec: RunSpec | dict[str, Any] | str) -> PlanResult:
                 f"{preset.name} needs about {fit['need_gb']} GB but a {fit['gpu']} has "
                 f"{fit['have_gb']} GB: use LoRA, a smaller batch_size, or a larger GPU"
             )
-    if spec.compute.backend == "local" and preset is not None and preset.name != "tiny-local":
+    m = spec.model
+    real = not (preset is not None and preset.hf_repo is None) and not m.stand_in
+    if spec.compute.backend == "local" and real and not m.random_weights:
         warnings.append(
-            f"{preset.name} on the local backend needs its weights here and a GPU to be "
-            f"practical; use backend 'modal', or 'tiny-local' for a free dry run"
+            f"{m.name} on the local backend: `launch` will not load its real weights onto this "
+            f"CPU. `smoke_run` dry-runs this exact spec (data, template, reward, algorithm) on a "
+            f"stand-in of the same family, free; set compute.backend: modal to train {m.name}"
         )
     if a.kind == "grpo" and a.steps < 100:
         warnings.append(

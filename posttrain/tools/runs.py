@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.errors import ConfigError, NotFoundError
-from posttrain.runs.layout import FINAL_STATUSES, home
+from posttrain.runs.layout import FINAL_STATUSES, SPEC, home, read_json
 from posttrain.spec import RunSpec
 from posttrain.tools.context import Context, is_stalled
 
@@ -67,6 +67,11 @@ class RunDetail(RunSummary):
     )
     run_dir: str | None = None
     torn_lines: int = 0
+    dry_run: dict[str, Any] | None = Field(
+        None,
+        description="Set for a dry run on a stand-in model: what it proved, what it cannot "
+        "prove, the tokenizer used. Its rewards come from random weights and mean nothing.",
+    )
     metrics: list[dict[str, Any]] | None = Field(None, description="Per-step metrics (verbose).")
 
 
@@ -93,6 +98,9 @@ class TraceRow(BaseModel):
     reward: float | None
     components: dict[str, float] = Field(default_factory=dict)
     reference: str | None = None
+    rendered: str | None = Field(
+        None, description="The prompt as the model read it: chat template, tokens, decoded."
+    )
 
 
 class TracePage(BaseModel):
@@ -193,12 +201,30 @@ def _evaluation(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
+def _dry_run(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any] | None:
+    """What a dry run proved (from its `dry_run` event), or that one is under way."""
+    if not (spec.get("model") or {}).get("stand_in"):
+        return None
+    from posttrain.gpu.dryrun import CANNOT_PROVE
+
+    found = json.loads(row["dry_run"]) if row.get("dry_run") else {}
+    return {
+        "rewards": "not meaningful: the stand-in has random weights, so reward health "
+        "checks are skipped for this run",
+        **({"proved": [], "cannot_prove": CANNOT_PROVE} if not found else {}),
+        **found,
+        "complete": bool(found),
+    }
+
+
 def _health(ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]]) -> list[str]:
     from posttrain.rewards.registry import get_reward
     from posttrain.runs.layout import SPEC, read_json
     from posttrain.tools import health
 
     spec = read_json(Path(row["run_dir"]) / SPEC)
+    if (spec.get("model") or {}).get("stand_in"):
+        return []  # random weights: rewards mean nothing, so nothing to warn about
     reward = spec.get("reward") or {}
     try:
         top = get_reward(reward.get("name", ""), reward.get("params") or {}).value_range[1]
@@ -241,6 +267,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         evaluation=_evaluation(Path(row["run_dir"])),
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
+        dry_run=_dry_run(row, read_json(Path(row["run_dir"]) / SPEC)),
         metrics=metrics if verbose else None,
     )
 
