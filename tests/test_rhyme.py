@@ -87,11 +87,19 @@ def test_naive_settings_reproduce_the_known_exploits():
     assert naive.score_text("I saw the day\nI met the day\nI had the day\nI lost the day")[0] == 1.0
 
 
-def test_scheme_pairs_cover_every_line():
+def test_scheme_pairs_cover_every_line_but_an_odd_last_one():
     assert scheme_pairs(4, "aabb") == [(0, 1), (2, 3)]
     assert scheme_pairs(4, "abab") == [(0, 2), (1, 3)]
     assert scheme_pairs(6, "abab") == [(0, 2), (1, 3), (4, 5)]
-    assert scheme_pairs(5, "aabb") == [(0, 1), (2, 3)]
+    assert scheme_pairs(5, "aabb") == [(0, 1), (2, 3)]  # line 5 has no partner...
+
+
+def test_an_odd_last_line_counts_as_a_missed_pair():
+    # ...so it is a pair that does not rhyme: a quatrain plus one prose line is 2 of 3 pairs
+    for verse in (AABB, ABAB):
+        score, parts = reward.score_text(verse + "\nAnd that is all I have to say about it")
+        assert parts["scheme"] == pytest.approx(2 / 3)
+        assert score < 1.0
 
 
 def test_batch_scores_report_components_per_completion():

@@ -1,7 +1,8 @@
 """The rhyme reward: does the response rhyme in couplets (AABB) or alternate lines (ABAB)?
 
 score = scheme x distinct x wordy x length, each in [0, 1]:
-  scheme   the best of AABB and ABAB, as the share of the scheme's pairs that rhyme
+  scheme   the best of AABB and ABAB, as the share of the scheme's pairs that rhyme, an odd
+           last line counting as a pair that does not
   distinct distinct end words / lines
   wordy    lines with at least `min_words_per_line` words / lines
   length   min(1, lines / full_length_lines); fewer than two lines scores 0
@@ -15,7 +16,8 @@ The rules, each with its reason:
   "delight", "sight"/"site") is an identical rhyme and does not count: repeating a word is
   the cheapest way up a naive rhyme reward.
 - Every line belongs to a pair: ABAB runs over whole quatrains and a trailing pair of lines is
-  a couplet, so lines after the last quatrain are never free.
+  a couplet, so lines after the last quatrain are never free; an odd last line is a pair
+  that was missed (a quatrain plus a prose line scores 2 of 3 pairs).
 - The distinct share stops "day / day / day / day" even where the pairs were not compared.
 - The wordy share stops one-word lines ("cat / hat / bat / mat"), the other cheap exploit.
 - The length factor makes a two-line answer worth half a quatrain: a couplet is not a poem.
@@ -125,7 +127,7 @@ class RhymeReward(Reward):
                 elif ends[i] != ends[j] and rhymes(a, b):
                     hits += 1
             best = max(best, hits)
-        scheme_score = best / (n // 2)
+        scheme_score = best / ((n + 1) // 2)  # an odd last line is a missed pair
 
         distinct = len({w for w in ends if w}) / n if self.distinct_end_words else 1.0
         wordy = wordy_lines / n
