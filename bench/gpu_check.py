@@ -8,7 +8,8 @@ then, for each phase, runs the same steps twice in this process:
   posttrain  through posttrain.gpu.train.train (what the Modal function calls): bf16, LoRA
   plain TRL  GRPOTrainer / SFTTrainer with TRL's defaults, bf16, the same LoRA and batch
 and prints step time, generation tokens/s, training tokens/s, peak memory and model FLOPs
-utilisation (6N FLOPs per trained token), with posttrain/plain ratios.
+utilisation (6N FLOPs per trained token), with posttrain/plain ratios. Both arms are timed by
+one clock (StepClock: a callback on every Trainer, between CUDA syncs).
 Phases: GRPO on the 0.6B shape, 64 completions x 256 tokens per step; SFT on the 1.7B shape,
 batch 8 x 2,048 tokens. Random weights never emit EOS, so every completion is full length.
 """
@@ -59,6 +60,45 @@ class GenerationTimer:
 
     def reset(self) -> None:
         self.seconds, self.tokens = 0.0, 0
+
+
+class StepClock:
+    """One clock for both arms: every Trainer that trains in this process gets this callback,
+    which times each optimizer step between CUDA syncs (posttrain's ReportingCallback and
+    TRL's own step_time are not used, so the two arms cannot be timed differently)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._start = 0.0
+
+    def install(self) -> None:
+        from transformers import Trainer, TrainerCallback
+
+        clock = self
+
+        class Callback(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                sync()
+                clock._start = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                sync()
+                clock.times.append(time.perf_counter() - clock._start)
+
+        original = Trainer.train
+
+        def train(trainer, *args, **kwargs):
+            trainer.add_callback(Callback())
+            return original(trainer, *args, **kwargs)
+
+        Trainer.train = train
+
+    def take(self) -> list[float]:
+        times, self.times = self.times, []
+        return times
+
+
+CLOCK = StepClock()
 
 
 def peak_flops() -> float:
@@ -128,7 +168,7 @@ def posttrain_run(spec: dict, root: Path):
             sys.exit(f"posttrain run failed: {cause}")
         metrics = [e for e in iter_events(run_dir) if e["type"] == "metrics"]
         tokens = sum(m.get("tokens_per_s", 0) * m["step_time_s"] for m in metrics)
-        return [m["step_time_s"] for m in metrics], tokens
+        return CLOCK.take(), tokens
 
     return run
 
@@ -146,17 +186,9 @@ def plain_trl_run(
 
         cuda = torch.cuda.is_available()
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        times, state = [], {"t": 0.0, "tokens": 0.0}
+        state = {"tokens": 0.0}
 
-        class Clock(TrainerCallback):
-            def on_step_begin(self, args, s, control, **kw):
-                sync()
-                state["t"] = time.perf_counter()
-
-            def on_step_end(self, args, s, control, **kw):
-                sync()
-                times.append(time.perf_counter() - state["t"])
-
+        class Tokens(TrainerCallback):
             def on_log(self, args, s, control, logs=None, **kw):
                 state["tokens"] = float((logs or {}).get("num_tokens", state["tokens"]))
 
@@ -183,7 +215,7 @@ def plain_trl_run(
                 train_dataset=Dataset.from_list(data),
                 processing_class=tokenizer,
                 peft_config=lora,
-                callbacks=[Clock()],
+                callbacks=[Tokens()],
             )
         else:
             from trl import SFTConfig, SFTTrainer
@@ -205,10 +237,10 @@ def plain_trl_run(
                 train_dataset=Dataset.from_list(data),
                 processing_class=tokenizer,
                 peft_config=lora,
-                callbacks=[Clock()],
+                callbacks=[Tokens()],
             )
         trainer.train()
-        return times, state["tokens"]
+        return CLOCK.take(), state["tokens"]
 
     return run
 
@@ -246,6 +278,7 @@ def main() -> None:
 
     timer = GenerationTimer()
     timer.install()
+    CLOCK.install()
     started = time.time()
     results = []
     with tempfile.TemporaryDirectory() as tmp:

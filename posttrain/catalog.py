@@ -59,6 +59,12 @@ GPU_PERF: dict[str, tuple[float, float]] = {
 }
 
 
+def gpu_perf(gpu: str) -> tuple[float, float]:
+    """(bf16 TFLOP/s, HBM GB/s) of a GPU type; a type known only from a price override file
+    gets the H100's figures (the estimate says so)."""
+    return GPU_PERF.get(gpu, GPU_PERF["H100"])
+
+
 def gpu_prices() -> dict[str, float]:
     """The price table, with $POSTTRAIN_GPU_PRICES's overrides applied."""
     prices = dict(GPU_PRICE_USD_PER_S)
@@ -217,25 +223,55 @@ def get_preset(name: str) -> Preset | None:
     return next((p for p in PRESETS.values() if p.name.lower() == key), None)
 
 
-def memory_estimate_gb(n_params: int, lora: bool, completion_tokens: int, batch: int) -> float:
-    """Rough peak GPU memory for training: weights, optimizer state, activations, KV cache.
+def memory_estimate_gb(
+    preset: Preset,
+    lora: bool,
+    prompt_tokens: int,
+    completion_tokens: int,
+    batch: int,
+    kind: str,
+    allocator_factor: float | None = None,
+) -> float:
+    """Peak GPU memory of a training step with gradient checkpointing (TRL's default).
 
-    bf16 weights are 2 bytes/param. Full fine-tuning adds fp32 master weights and Adam moments
-    (12 bytes/param) and gradients (2); LoRA trains ~1% of that. Activations and the KV cache
-    grow with batch x tokens; 20% on top covers the allocator and CUDA context.
+    bf16 weights are 2 bytes a parameter. A full fine-tune adds fp32 master weights, Adam's
+    two moments and bf16 gradients (14 bytes a parameter); LoRA trains ~1% of that. With
+    checkpointing, each layer keeps its input (2 bytes x batch x sequence x hidden) and one
+    layer at a time is recomputed whole (~34 bytes x batch x sequence x hidden, no attention
+    matrix with SDPA). GRPO's generation holds a KV cache. TRL computes log-probabilities in
+    chunks, so the logits are not counted. On top: torch's caching allocator, a factor
+    fitted to the measured SFT peak (posttrain/calibration.py).
     """
-    weights = 2 * n_params
-    training = (0.01 if lora else 1.0) * 14 * n_params
-    activations = batch * completion_tokens * (n_params**0.5) * 64  # ~hidden x layers x 64 bytes
-    return 1.2 * (weights + training + activations) / 1e9
+    if allocator_factor is None:
+        from posttrain.calibration import fitted
+
+        allocator_factor = fitted().allocator_factor
+    sequence = prompt_tokens + completion_tokens
+    tokens = batch * sequence
+    h, layers = preset.hidden_size, preset.num_hidden_layers
+    weights = 2 * preset.n_params
+    training = (0.01 if lora else 1.0) * 14 * preset.n_params
+    activations = 2 * tokens * h * layers + 34 * tokens * h
+    kv = 2 * layers * preset.num_key_value_heads * preset.head_dim * tokens * 2
+    kv = kv if kind == "grpo" else 0
+    return allocator_factor * (weights + training + activations + kv) / 1e9
 
 
-def fits(preset: Preset, gpu: str, lora: bool, completion_tokens: int, batch: int) -> dict:
+def fits(
+    preset: Preset,
+    gpu: str,
+    lora: bool,
+    completion_tokens: int,
+    batch: int,
+    prompt_tokens: int = 128,
+    kind: str = "grpo",
+) -> dict:
     """Whether a preset fits a GPU spec ('H100:2' shares nothing: each GPU holds a replica)."""
     name, _ = parse_gpu(gpu)
-    need = memory_estimate_gb(preset.n_params, lora, completion_tokens, batch)
-    have = GPU_MEMORY_GB.get(name, 0)
-    return {"gpu": name, "need_gb": round(need, 1), "have_gb": have, "fits": need <= have}
+    need = memory_estimate_gb(preset, lora, prompt_tokens, completion_tokens, batch, kind)
+    have = GPU_MEMORY_GB.get(name)  # None: a type from a price override, memory unknown
+    fits = None if have is None else need <= have
+    return {"gpu": name, "need_gb": round(need, 1), "have_gb": have, "fits": fits}
 
 
 # --- Families: what a tokenizer, a chat template and a stand-in model are chosen by --------

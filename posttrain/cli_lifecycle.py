@@ -58,15 +58,17 @@ def register(app: typer.Typer) -> None:
             )
             where = f"{c['gpu_count']}x {c['gpu']}" if c["gpu"] else "this machine"
             console.print(
-                f"estimated {c['expected_s'] / 60:.1f} min on {where}: "
-                f"${c['expected_usd']:.2f}; worst case (whole timeout "
-                f"{c['timeout_s'] / 60:.0f} min) ${c['worst_case_usd']:.2f}; prices "
-                f"as of {c['prices_as_of']}"
+                f"estimated {c['expected_s'] / 60:.1f} min on {where} ({c['step_s']:.2f} s a "
+                f"step): ${c['expected_usd']:.2f}, up to ${c['expected_high_usd']:.2f}; worst "
+                f"case (whole timeout {c['timeout_s'] / 60:.0f} min) "
+                f"${c['worst_case_usd']:.2f}; prices as of {c['prices_as_of']}"
             )
+            console.print(f"basis: {c['basis']}")
             if r["fit"]:
                 f = r["fit"]
+                measured = f", measured {f['measured_gb']} GB" if f.get("measured_gb") else ""
                 console.print(
-                    f"memory: needs ~{f['need_gb']} GB of {f['have_gb']} GB "
+                    f"memory: needs ~{f['need_gb']} GB{measured} of {f['have_gb']} GB "
                     f"({'fits' if f['fits'] else 'DOES NOT FIT'})"
                 )
             for w in r["warnings"]:

@@ -368,9 +368,12 @@ class RunSpec(Strict):
     @property
     def gpu(self) -> str:
         """The GPU the run asks for (the preset's default when none is set)."""
-        if self.compute.gpu:
-            return self.compute.gpu
-        return self.model.preset.default_gpu if self.model.preset else "H100"
+        return gpu_of(self.model_dump(mode="json"))
+
+    @property
+    def shape(self) -> dict[str, Any]:
+        """What a step's time depends on: the key finished runs are matched by."""
+        return shape_key(self.model_dump(mode="json"))
 
     @property
     def dry_run_key(self) -> str:
@@ -381,6 +384,37 @@ class RunSpec(Strict):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
+
+
+def gpu_of(spec: dict[str, Any]) -> str:
+    """RunSpec.gpu from a spec's JSON: compute.gpu, else the preset's default."""
+    if gpu := (spec.get("compute") or {}).get("gpu"):
+        return str(gpu)
+    preset = get_preset(str((spec.get("model") or {}).get("name", "")))
+    return preset.default_gpu if preset else "H100"
+
+
+def shape_key(spec: dict[str, Any]) -> dict[str, Any]:
+    """RunSpec.shape from a spec's JSON (as stored in a run directory): the backend, the
+    model and its weights, the GPU type and count, the algorithm, LoRA or not, the batch and
+    the completion length."""
+    model, a = spec.get("model") or {}, spec.get("algorithm") or {}
+    backend = (spec.get("compute") or {}).get("backend", "local")
+    gpu, _, count = gpu_of(spec).partition(":")
+    weights = (
+        "stand_in" if model.get("stand_in") else "random" if model.get("random_weights") else "real"
+    )
+    return {
+        "backend": backend,
+        "model": model.get("name"),
+        "weights": weights,
+        "gpu": "cpu" if backend == "local" else gpu,
+        "gpu_count": 1 if backend == "local" else int(count or 1),
+        "kind": a.get("kind"),
+        "lora": a.get("lora") is not None,
+        "batch": a.get("batch_size"),
+        "completion": a.get("max_completion_length"),
+    }
 
 
 def dry_run_key(spec: dict[str, Any]) -> str:

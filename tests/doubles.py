@@ -37,6 +37,9 @@ class PaidBackendDouble:
         self.started.append(run_id)
         return run_id
 
+    def ready(self) -> None:
+        """The double is always configured."""
+
     def reconcile(self, run_dir: Path) -> bool:
         return False
 

@@ -57,12 +57,17 @@ def test_an_accepted_elicitation_starts_the_run(paid, mode):
     assert result.structured_content["status"] == "started"
     assert result.structured_content["approved_by"] == "human"
     assert backend.started == [result.structured_content["run_id"]]
-    assert asked == [
+    cost = result.structured_content["cost"]
+    assert len(asked) == 1 and asked[0].startswith(
         "Launch Qwen3-0.6B (grpo, 100 steps) on L40S for up to 60 min: "
-        f"estimated ${result.structured_content['cost']['expected_usd']:.2f}, "
-        f"at most $1.95? Dry run: none has passed for this model, data, reward and "
-        f"algorithm; `smoke_run` locally first is free."
-    ]
+        f"estimated ${cost['expected_usd']:.2f} (up to ${cost['expected_high_usd']:.2f}), "
+        f"at most $1.95?"
+    )
+    assert (cost["timeout_note"] or "") in asked[0]  # what the timeout may do, said too
+    assert asked[0].endswith(
+        "Dry run: none has passed for this model, data, reward and algorithm; `smoke_run` "
+        "locally first is free."
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -67,13 +67,16 @@ def test_the_console_script_runs_as_a_real_process():
 
 
 def test_smoke_honours_its_backend_flag(tmp_path, monkeypatch):
-    """`smoke --backend modal` must be priced for a Modal GPU and wait for the human, not run
-    locally for free while the user believes it ran on a GPU."""
+    """`smoke --backend modal` must go to Modal (here: refused at once, Modal has no token),
+    never run locally for free while the user believes it ran on a GPU."""
     monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.modal.toml
+    for name in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"):
+        monkeypatch.delenv(name, raising=False)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"dataset": {"builtin": "rhyme-gym", "n_rows": 64}}))
     result = runner.invoke(app, ["smoke", str(spec), "--backend", "modal", "--json"])
-    assert result.exit_code == 4, result.output
-    asked = json.loads(result.stdout)
-    assert asked["status"] == "needs_confirmation" and asked["cost"]["backend"] == "modal"
+    assert result.exit_code == 5, result.output
+    assert "Modal is not configured" in result.output
+    assert "confirmation_token" not in result.output
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())

@@ -312,6 +312,7 @@ class ReportingCallback(TrainerCallback):
             values["tokens_per_s"] = round((tokens - self._tokens_seen) / step_time, 1)
         self._tokens_seen = tokens or self._tokens_seen
         values["step_time_s"] = round(float(step_time), 4)
+        values["peak_memory_gb"] = peak_memory_gb()
         if self.tracing is not None:
             comps = self.tracing.component_means.pop(state.global_step, None)
             if comps:
@@ -322,6 +323,17 @@ class ReportingCallback(TrainerCallback):
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if path.exists():
             self.reporter.checkpoint(state.global_step, path)
+
+
+def peak_memory_gb() -> float:
+    """Peak memory so far: GPU memory allocated by torch on CUDA, else the process's RSS."""
+    import torch
+
+    if torch.cuda.is_available():
+        return round(torch.cuda.max_memory_allocated() / 1e9, 2)
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)  # KiB on Linux
 
 
 def quiet_libraries() -> None:

@@ -10,7 +10,8 @@
                             {"t": ..., "type": "metrics",       "phase": "train", "step": 12,
                                         "reward": .., "reward_std": .., "loss": .., "kl": ..,
                                         "completion_length": .., "step_time_s": ..,
-                                        "tokens_per_s": .., "components": {name: mean}}
+                                        "tokens_per_s": .., "peak_memory_gb": ..,
+                                        "components": {name: mean}}
                             {"t": ..., "type": "log",           "level": "info", "message": ..}
                             {"t": ..., "type": "trace",         "step": 12, "path": "traces/..",
                                         "n": 8}

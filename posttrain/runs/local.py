@@ -122,6 +122,9 @@ class LocalBackend:
         )
         return True
 
+    def ready(self) -> None:
+        """This machine can always start a run (it may queue)."""
+
     def cost_usd(self, row: dict[str, Any]) -> float:
         return 0.0  # this machine
 

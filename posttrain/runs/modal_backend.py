@@ -76,6 +76,11 @@ class ModalBackend:
         if not (config.get("token_id") and config.get("token_secret")):
             raise BackendError(NOT_CONFIGURED)
 
+    def ready(self) -> None:
+        """Whether a run can start: a token in the environment or Modal's config file (read
+        locally, no network). Whether the app is deployed is known only at start."""
+        self.check_configured()
+
     def _function(self, name: str = TRAIN_FUNCTION) -> Any:
         try:
             fn = self.sdk.Function.from_name(APP_NAME, name)

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import sqlite3
+import statistics
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -29,9 +30,9 @@ from posttrain.runs.layout import (
     read_json,
     runs_root,
 )
-from posttrain.spec import dry_run_key
+from posttrain.spec import dry_run_key, shape_key
 
-SCHEMA_VERSION = 2  # 2: dry runs (dry_run_key, dry_run) and rendered prompts in traces
+SCHEMA_VERSION = 2  # 2: dry runs, rendered prompts in traces, measured step times
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, spec_id TEXT, name TEXT, backend TEXT, model TEXT, kind TEXT,
@@ -64,6 +65,11 @@ CREATE TABLE IF NOT EXISTS traces (
     grp INTEGER, prompt TEXT, completion TEXT, reward REAL, components TEXT, reference TEXT,
     rendered TEXT, PRIMARY KEY (run_id, phase, step, idx)
 );
+CREATE TABLE IF NOT EXISTS measured (
+    run_id TEXT PRIMARY KEY, shape TEXT NOT NULL, status TEXT, steps INTEGER,
+    steady_step_s REAL, warm_step_s REAL, startup_s REAL, peak_memory_gb REAL, ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS measured_shape ON measured(shape);
 CREATE TABLE IF NOT EXISTS checkpoints (
     run_id TEXT NOT NULL, step INTEGER NOT NULL, path TEXT NOT NULL, t REAL,
     PRIMARY KEY (run_id, path)
@@ -223,6 +229,8 @@ class Store:
                         "warning",
                         f"skipped a torn event line at byte {pos} of {EVENTS}",
                     )
+                if state["status"] in FINAL_STATUSES and row["status"] not in FINAL_STATUSES:
+                    self._measure(state, run_dir)
                 cols = [c for c in state if c != "run_id"]
                 self.db.execute(
                     f"UPDATE runs SET {', '.join(f'{c}=?' for c in cols)} WHERE run_id=?",
@@ -306,6 +314,51 @@ class Store:
                 f"run {s['status']}" + (f": {s['cause']}" if s["cause"] else ""),
             )
 
+    def _measure(self, s: dict[str, Any], run_dir: Path) -> None:
+        """A finished run's steady step time, start-up and peak memory, keyed by its shape,
+        for the next estimate of that shape (posttrain.tools.estimate)."""
+        rows = self.db.execute(
+            "SELECT phase, step, t, data FROM metrics WHERE run_id=? ORDER BY phase, step",
+            (s["run_id"],),
+        ).fetchall()
+        train = [(r["t"], json.loads(r["data"])) for r in rows if r["phase"] == "train"]
+        warm = [json.loads(r["data"]) for r in rows if r["phase"] == "warmstart"]
+        if not train:
+            return
+        times = [d["step_time_s"] for _, d in train if d.get("step_time_s")]
+        steady = times[2:] if len(times) >= 5 else times[1:] or times  # past the warm-up
+        first = min((r["t"], json.loads(r["data"])) for r in rows)
+        startup = (
+            first[0] - (first[1].get("step_time_s") or 0) - s["created_at"]
+            if s.get("created_at") and first[0]
+            else None
+        )
+        memory = [d["peak_memory_gb"] for _, d in train if d.get("peak_memory_gb")]
+        warm_times = [d["step_time_s"] for d in warm if d.get("step_time_s")]
+        self.db.execute(
+            "INSERT OR REPLACE INTO measured VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                s["run_id"],
+                json.dumps(shape_key(read_json(run_dir / SPEC)), sort_keys=True),
+                s["status"],
+                len(train),
+                statistics.median(steady) if steady else None,
+                statistics.median(warm_times[1:] or warm_times) if warm_times else None,
+                max(0.0, startup) if startup is not None else None,
+                max(memory) if memory else None,
+                s.get("ended_at"),
+            ),
+        )
+
+    def measured(self, shape: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
+        """Finished runs of this shape that trained at least 3 steps, newest first."""
+        rows = self.db.execute(
+            "SELECT * FROM measured WHERE shape=? AND steps>=3 AND status!='failed' "
+            "ORDER BY ended_at DESC LIMIT ?",
+            (json.dumps(shape, sort_keys=True), limit),
+        )
+        return [{**dict(r), "shape": json.loads(r["shape"])} for r in rows]
+
     def _log(self, run_id: str, pos: int, t: float | None, level: str, message: str) -> None:
         self.db.execute(
             "INSERT OR IGNORE INTO logs (run_id, pos, t, level, message) VALUES (?,?,?,?,?)",
@@ -346,7 +399,7 @@ class Store:
     def rebuild(self) -> None:
         """Forget the index and read every run directory again."""
         with self._lock:
-            for table in ("runs", "metrics", "logs", "traces", "checkpoints"):
+            for table in ("runs", "metrics", "logs", "traces", "checkpoints", "measured"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("INSERT INTO logs_fts(logs_fts) VALUES ('rebuild')")
         self.sync()

@@ -184,7 +184,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         the model fits the GPU's memory, and warnings. Free; use it first and after every
         change to the spec.
         """
-        return await call(lambda: plan(spec_of(spec)))
+        return await call(lambda: plan(spec_of(spec), rc.index))
 
     @server.tool(name="check_dataset", annotations=READ_ONLY)
     async def check_dataset_(spec: SpecArg) -> DatasetReport:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import BackendError, ConfigError
+from posttrain.errors import BackendError, ConfigError, PosttrainError
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.budget import BudgetPolicy, Ledger
@@ -60,10 +60,12 @@ def question(spec: RunSpec, cost: CostEstimate, dry_run: str) -> str:
     """What the human is asked."""
     minutes = cost.timeout_s / 60
     gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
+    timeout = f" It is {cost.timeout_note}." if cost.timeout_note else ""
     return (
         f"Launch {spec.model.name} ({spec.algorithm.kind}, {spec.algorithm.steps} steps) on "
-        f"{gpu} for up to {minutes:.0f} min: estimated ${cost.expected_usd:.2f}, at most "
-        f"${cost.worst_case_usd:.2f}? {dry_run}"
+        f"{gpu} for up to {minutes:.0f} min: estimated ${cost.expected_usd:.2f} (up to "
+        f"${cost.expected_high_usd:.2f}), at most ${cost.worst_case_usd:.2f}?{timeout} "
+        f"{dry_run}"
     )
 
 
@@ -158,7 +160,11 @@ def human_question(
     ledger, policy = Ledger(), BudgetPolicy.load()
     if _existing(ctx, ledger, idempotency_key or spec.spec_id, idempotency_key is not None):
         return None
-    cost = estimate(spec)
+    try:
+        ready_backend(ctx, spec)
+    except PosttrainError:
+        return None  # it cannot start: the launch says why at once, nobody is asked
+    cost = estimate(spec, ctx.index)
     if who_approves(cost.worst_case_usd, confirmation_token, policy):
         return None
     try:
@@ -183,7 +189,7 @@ def launch(
     check_data(spec)
     ledger, policy = Ledger(), BudgetPolicy.load()
     key = idempotency_key or spec.spec_id
-    cost = estimate(spec)
+    cost = estimate(spec, ctx.index)
     paid = cost.worst_case_usd > 0
     base = {
         "spec_id": spec.spec_id,
@@ -198,6 +204,7 @@ def launch(
             message=f"run {run_id} was already started with this idempotency "
             f"key; nothing new was started",
         )
+    backend = ready_backend(ctx, spec)  # before any token or question: it can start
     outcome, approved_by, token = decide(
         spec.spec_id, cost.worst_case_usd, confirmation_token, human, policy, ledger
     )
@@ -218,12 +225,6 @@ def launch(
             f"this exact spec and cost only)",
         )
 
-    backend = ctx.backend(spec.compute.backend) if spec.compute.backend in ctx.backends else None
-    if backend is None:
-        raise ConfigError(
-            f"compute.backend '{spec.compute.backend}' is not available here; "
-            f"use backend 'local' for a free run on this machine"
-        )
     run_id = record_and_start(
         ledger,
         policy=policy,
@@ -233,7 +234,13 @@ def launch(
         key=key,
         token=confirmation_token if approved_by == "token" else None,
         start=lambda: backend.start(
-            spec, idempotency_key=key, approved_by=approved_by, worst_case_usd=cost.worst_case_usd
+            spec,
+            idempotency_key=key,
+            approved_by=approved_by,
+            worst_case_usd=cost.worst_case_usd,
+            expected_usd=cost.expected_usd,
+            expected_s=cost.expected_s,
+            step_s=cost.step_s,
         ),
     )
     ctx.index.sync([run_id])
@@ -244,6 +251,19 @@ def launch(
         **base,
         message=f"started {run_id} on {spec.compute.backend}; poll get_run",
     )
+
+
+def ready_backend(ctx: Context, spec: RunSpec) -> Any:
+    """The spec's backend, once it says it can start a run now (Modal: a token is configured;
+    no network needed): a launch that cannot start fails here, before anyone approves it."""
+    backend = ctx.backends.get(spec.compute.backend)
+    if backend is None:
+        raise ConfigError(
+            f"compute.backend '{spec.compute.backend}' is not available here; "
+            f"use backend 'local' for a free run on this machine"
+        )
+    backend.ready()
+    return backend
 
 
 def record_and_start(ledger: Ledger, **kwargs: Any) -> str:

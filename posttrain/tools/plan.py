@@ -1,10 +1,9 @@
 """plan: validate a spec, resolve its defaults, and estimate what it will cost.
 
-The estimate is a model, not a measurement: step time = decoding (one read of the weights
-per generated token, at 60% of HBM bandwidth) + training (6 FLOPs per parameter per token
-for a full fine-tune, 4 with LoRA, 2 more for the KL reference, at 30% of peak bf16), plus a
-fixed start-up (container, image, weights). It is good to a factor of two; the worst case
-(the timeout) is what the budget caps are checked against.
+The time comes from `tools/estimate.py`: this shape's finished runs when there are any, else
+the step model calibrated on measured GPU figures (posttrain/calibration.py). Each estimate
+states its basis and its uncertainty; the upper estimate is checked against the timeout,
+and the worst case (the whole timeout) is what the budget caps are checked against.
 """
 
 from __future__ import annotations
@@ -13,15 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.catalog import GPU_PERF, fits, gpu_prices, parse_gpu
+from posttrain.catalog import PRICES_AS_OF, fits, gpu_prices, parse_gpu
 from posttrain.spec import RunSpec, load_spec
+from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
 
-STARTUP_S = 180.0  # Modal container start, image pull and weights download, measured coarsely
-STEP_OVERHEAD_S = 0.5  # reward, logging, the optimizer step
-LOCAL_TINY_STEP_S = {"grpo": 0.4, "sft": 0.1}  # measured on 2 CPU cores (bench/smoke.py)
-MFU = 0.30
-BANDWIDTH_EFFICIENCY = 0.60
-PROMPT_TOKENS_GUESS = 128  # prompts are usually far shorter than max_prompt_length
+MULTI_GPU_OVERHEAD = 1.1  # data parallel: each GPU trains its own batch, plus all-reduce
 
 
 class CostEstimate(BaseModel):
@@ -29,10 +24,20 @@ class CostEstimate(BaseModel):
     gpu: str | None = Field(None, description="GPU type, e.g. H100 (None on the local backend).")
     gpu_count: int = 1
     usd_per_s: float = Field(0.0, description="Price of one GPU, $/s.")
+    step_s: float = Field(description="Estimated seconds per training step.")
     expected_s: float = Field(description="Estimated wall time, start-up included.")
+    expected_high_s: float = Field(description="The upper estimate, with its uncertainty.")
     expected_usd: float
+    expected_high_usd: float
     timeout_s: int
     worst_case_usd: float = Field(description="Cost if the run uses its whole timeout.")
+    basis: str = Field(description="What the estimate is based on, and how far it may be off.")
+    runs_used: list[str] = Field(
+        default_factory=list, description="Finished runs whose measured steps were used."
+    )
+    timeout_note: str | None = Field(
+        None, description="Set when the run is likely (or may be) stopped by its timeout."
+    )
     prices_as_of: str
 
 
@@ -44,71 +49,111 @@ class PlanResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-def step_seconds(spec: RunSpec, gpu: str) -> float:
-    """Estimated seconds per training step on one GPU of the given type."""
-    preset = spec.model.preset
-    if preset is None:
-        return 10.0  # an unknown local model: no shape to reason from
-    a = spec.algorithm
-    tflops, bandwidth = GPU_PERF[gpu]
-    params = preset.n_params
-    tokens = a.batch_size * (PROMPT_TOKENS_GUESS + a.max_completion_length)
-    per_token = (4 if a.lora else 6) + (2 if a.kind == "grpo" and a.beta > 0 else 0)
-    train = per_token * params * tokens / (tflops * 1e12 * MFU)
-    generate = 0.0
-    if a.kind == "grpo":
-        generate = a.max_completion_length * 2 * params / (bandwidth * 1e9 * BANDWIDTH_EFFICIENCY)
-    return generate + train + STEP_OVERHEAD_S
-
-
 def total_steps(spec: RunSpec) -> int:
     warm = spec.algorithm.warmstart.steps if spec.algorithm.warmstart else 0
     return spec.algorithm.steps + warm
 
 
-def estimate(spec: RunSpec) -> CostEstimate:
-    from posttrain.catalog import PRICES_AS_OF
-
-    timeout = spec.compute.timeout_s
-    if spec.compute.backend == "local":
-        tiny = spec.model.preset is not None and spec.model.preset.name == "tiny-local"
-        per_step = LOCAL_TINY_STEP_S[spec.algorithm.kind] if tiny else 30.0
-        expected = min(timeout, 15 + total_steps(spec) * per_step)
-        return CostEstimate(
-            backend="local",
-            expected_s=round(expected, 1),
-            expected_usd=0.0,
-            timeout_s=timeout,
-            worst_case_usd=0.0,
-            prices_as_of=PRICES_AS_OF,
-        )
-    gpu, count = parse_gpu(spec.gpu)
-    price = gpu_prices()[gpu]
-    parallel = count * 0.9 if count > 1 else 1.0  # data parallel, minus communication
-    expected = min(timeout, STARTUP_S + total_steps(spec) * step_seconds(spec, gpu) / parallel)
+def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
+    """Time and money for the spec; `index` (a Store) supplies finished runs of its shape."""
+    measured = index.measured(spec.shape) if index is not None else []
+    se = step_estimate(spec, measured)
+    a, timeout = spec.algorithm, spec.compute.timeout_s
+    local = spec.compute.backend == "local"
+    gpu, count = (None, 1) if local else parse_gpu(spec.gpu)
+    price = 0.0 if local or gpu is None else gpu_prices()[gpu]
+    step = se.step_s * (MULTI_GPU_OVERHEAD if count > 1 else 1.0)
+    warm = (a.warmstart.steps if a.warmstart else 0) * se.warm_step_s
+    training = a.steps * step + warm
+    expected = se.startup_s + training
+    high = se.startup_s * 1.5 + training * se.factor
     return CostEstimate(
         backend=spec.compute.backend,
         gpu=gpu,
         gpu_count=count,
         usd_per_s=price,
-        expected_s=round(expected, 1),
-        expected_usd=round(expected * price * count, 2),
+        step_s=round(step, 3),
+        expected_s=round(min(timeout, expected), 1),
+        expected_high_s=round(min(timeout, high), 1),
+        expected_usd=round(min(timeout, expected) * price * count, 2),
+        expected_high_usd=round(min(timeout, high) * price * count, 2),
         timeout_s=timeout,
         worst_case_usd=round(timeout * price * count, 2),
+        basis=se.basis,
+        runs_used=se.runs_used,
+        timeout_note=_timeout_note(
+            a.steps, step, se.factor, timeout - se.startup_s - warm, expected, high, timeout
+        ),
         prices_as_of=PRICES_AS_OF,
     )
 
 
-def plan(spec: RunSpec | dict[str, Any] | str) -> PlanResult:
-    """Validate a spec and say what it will cost, whether it fits, and what looks wrong."""
+def _timeout_note(
+    steps: int,
+    step_s: float,
+    factor: float,
+    budget_s: float,
+    expected_s: float,
+    high_s: float,
+    timeout_s: int,
+) -> str | None:
+    """Where the timeout would stop the run, when the estimate (with its uncertainty) says
+    it may."""
+    if high_s <= timeout_s:
+        return None
+    if expected_s > timeout_s:
+        reached = max(0, int(budget_s / step_s))
+        return (
+            f"likely to be stopped at about step {reached} of {steps} by its timeout "
+            f"({timeout_s} s): raise compute.timeout_s or lower steps"
+        )
+    reached = max(0, int(budget_s / (step_s * factor)))
+    return (
+        f"at risk of being stopped at about step {reached} of {steps} by its timeout "
+        f"({timeout_s} s) if steps take the upper estimate (x{factor:.2f}); raise "
+        f"compute.timeout_s to be safe"
+    )
+
+
+def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
+    """Validate a spec and say what it will cost, whether it fits, and what looks wrong.
+    `index`: the run index whose finished runs calibrate the estimate (default: this
+    machine's)."""
     spec = load_spec(spec)
-    cost = estimate(spec)
+    if index is None:
+        from posttrain.tools.context import Context
+
+        index = Context().index
+    cost = estimate(spec, index)
     warnings: list[str] = []
     preset, a = spec.model.preset, spec.algorithm
     fit = None
     if preset is not None and spec.compute.backend != "local":
-        fit = fits(preset, spec.gpu, a.lora is not None, a.max_completion_length, a.batch_size)
-        if not fit["fits"]:
+        prompt = min(PROMPT_TOKENS_GUESS, a.max_prompt_length)
+        fit = fits(
+            preset,
+            spec.gpu,
+            a.lora is not None,
+            a.max_completion_length,
+            a.batch_size,
+            prompt_tokens=prompt,
+            kind=a.kind,
+        )
+        peaks = [m["peak_memory_gb"] for m in index.measured(spec.shape) if m["peak_memory_gb"]]
+        if peaks:
+            have = fit["have_gb"]
+            fit = {
+                **fit,
+                "measured_gb": max(peaks),
+                "fits": None if have is None else max(peaks) <= have,
+            }
+        if fit["fits"] is None:
+            warnings.append(
+                f"the memory of a {fit['gpu']} is not in posttrain's table (a GPU type from "
+                f"the price override file): check that {preset.name} fits, about "
+                f"{fit['need_gb']} GB"
+            )
+        elif not fit["fits"]:
             warnings.append(
                 f"{preset.name} needs about {fit['need_gb']} GB but a {fit['gpu']} has "
                 f"{fit['have_gb']} GB: use LoRA, a smaller batch_size, or a larger GPU"
@@ -131,11 +176,8 @@ def plan(spec: RunSpec | dict[str, Any] | str) -> PlanResult:
             f"the worst case ${cost.worst_case_usd:.2f} (whole timeout) is over budget_usd "
             f"${spec.budget_usd:.2f}: lower compute.timeout_s"
         )
-    if cost.expected_s >= spec.compute.timeout_s:
-        warnings.append(
-            f"the estimated time reaches the timeout ({spec.compute.timeout_s} s): the run may "
-            f"be cut off; raise compute.timeout_s or lower steps"
-        )
+    if cost.timeout_note:
+        warnings.append(f"the run is {cost.timeout_note}")
     if a.lora is None and preset is not None and preset.n_params > 2e9:
         warnings.append(f"full fine-tuning {preset.name} is costly; LoRA is the default")
     return PlanResult(

@@ -17,6 +17,7 @@ from posttrain.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import FINAL_STATUSES, SPEC, home, read_json
 from posttrain.spec import RunSpec
 from posttrain.tools.context import Context, is_stalled
+from posttrain.tools.progress import Projection
 
 MAX_LOG_LINES = 2000
 MAX_TRACE_SAMPLES = 64
@@ -67,6 +68,11 @@ class RunDetail(RunSummary):
     )
     run_dir: str | None = None
     torn_lines: int = 0
+    projection: Projection | None = Field(
+        None,
+        description="While it runs: cost so far, projected total and end from its measured "
+        "seconds per step, against the timeout and the approved estimate.",
+    )
     dry_run: dict[str, Any] | None = Field(
         None,
         description="Set for a dry run on a stand-in model: what it proved, what it cannot "
@@ -217,12 +223,12 @@ def _dry_run(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any] | None
     }
 
 
-def _health(ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]]) -> list[str]:
+def _health(
+    ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]], spec: dict[str, Any]
+) -> list[str]:
     from posttrain.rewards.registry import get_reward
-    from posttrain.runs.layout import SPEC, read_json
     from posttrain.tools import health
 
-    spec = read_json(Path(row["run_dir"]) / SPEC)
     if (spec.get("model") or {}).get("stand_in"):
         return []  # random weights: rewards mean nothing, so nothing to warn about
     reward = spec.get("reward") or {}
@@ -242,15 +248,28 @@ def _health(ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]]) ->
 
 def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> RunDetail:
     """Status, progress, reward trend, cause of failure, checkpoints; metrics when verbose."""
+    from posttrain.runs.layout import RUN_META
+    from posttrain.tools.progress import over_estimate, project
+
     ctx = ctx or Context()
     row = ctx.run(run_id)
     now = time.time()
-    metrics = ctx.index.metrics(run_id, phase="train")
+    every = ctx.index.metrics(run_id, phase=None)
+    metrics = [m for m in every if m["phase"] == "train"]
     rewards = [m["reward"] for m in metrics if isinstance(m.get("reward"), int | float)]
     start = row["started_at"] or row["created_at"]
     end = row["ended_at"] if row["status"] in FINAL_STATUSES else now
+    spec = read_json(Path(row["run_dir"]) / SPEC)
+    summary = _summary_fields(row, now, ctx)
+    timeout = (spec.get("compute") or {}).get("timeout_s")
+    meta = read_json(Path(row["run_dir"]) / RUN_META)
+    projection = project(row, every, meta, timeout, summary["cost_usd"], now)
+    health = _health(ctx, row, metrics, spec)
+    if (warning := over_estimate(projection)) and not (spec.get("model") or {}).get("stand_in"):
+        health.append(warning)
     return RunDetail(
-        **_summary_fields(row, now, ctx),
+        **summary,
+        projection=projection,
         phase=row["phase"],
         warmstart_steps=row["warmstart_steps"],
         spec_id=row["spec_id"],
@@ -263,11 +282,11 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         trend=trend(rewards),
         components=(metrics[-1].get("components") or {}) if metrics else {},
         checkpoints=ctx.index.checkpoints(run_id),
-        health=_health(ctx, row, metrics),
+        health=health,
         evaluation=_evaluation(Path(row["run_dir"])),
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
-        dry_run=_dry_run(row, read_json(Path(row["run_dir"]) / SPEC)),
+        dry_run=_dry_run(row, spec),
         metrics=metrics if verbose else None,
     )
 

@@ -1,0 +1,192 @@
+"""What the step-time model is fitted to: measured figures, each dated, with its machine, its
+software and the command that measured it.
+
+The cost a human approves comes from `tools/estimate.py`, whose constants are fitted here
+(`fitted()`), never typed in by hand. Add a measurement to MEASUREMENTS and the fit follows.
+
+The model, and why it has this shape (DESIGN.md, "Measured on an H200"):
+- Decoding under HF `generate` is bound by per-layer launch overhead, not by HBM bandwidth:
+  batch 64 on the Qwen3-0.6B shape took 41 ms a decoding step on an H200, where reading the
+  weights takes 0.3 ms. So a decoding step costs `layers x overhead + weights / bandwidth`,
+  the overhead fitted to that measurement and assumed the same on every GPU type.
+- Inside TRL's GRPOTrainer the same generation takes longer than raw `generate` (LoRA kept
+  unmerged, gradient checkpointing on): the factor is fitted from the GRPO step time.
+- Training runs at the model FLOPs utilisation measured for SFT (6N FLOPs per token).
+- Peak memory is counted tensor by tensor (catalog.memory_estimate_gb), times an allocator
+  factor fitted to the measured SFT peak.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+from posttrain.catalog import get_preset, gpu_perf, memory_estimate_gb
+
+SOFTWARE = (
+    "plain TRL 1.16, torch 2.11, transformers 5.17, bf16, LoRA r16 all-linear, random weights"
+)
+GPU_CHECK = "python bench/gpu_check.py (issue 5 session, 2026-11)"
+BANDWIDTH_EFFICIENCY = 0.60  # share of HBM bandwidth a weight read reaches
+STEP_OVERHEAD_S = 0.5  # reward, logging, the optimizer step
+KL_FLOPS = 2  # per parameter per token: the reference model's forward pass (beta > 0)
+TRAIN_FLOPS = 6  # per parameter per token: forward and backward (the MFU convention)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured shape. `step_s` is the steady step time as a (low, high) range."""
+
+    what: Literal["grpo", "sft", "generate"]
+    model: str  # a preset: its shape is what was measured (random weights)
+    gpu: str
+    batch: int  # completions per step (GRPO, generate) or rows (SFT)
+    prompt_tokens: int
+    completion_tokens: int  # tokens generated (GRPO, generate) or trained after the prompt (SFT)
+    step_s: tuple[float, float]
+    peak_memory_gb: float | None
+    gradient_checkpointing: bool
+    date: str
+    machine: str
+    software: str
+    command: str
+    note: str = ""
+
+    @property
+    def mean_step_s(self) -> float:
+        return statistics.fmean(self.step_s)
+
+
+MEASUREMENTS: tuple[Measurement, ...] = (
+    Measurement(
+        what="grpo",
+        model="Qwen3-0.6B",
+        gpu="H200",
+        batch=64,
+        prompt_tokens=30,
+        completion_tokens=256,
+        step_s=(23.0, 26.0),
+        peak_memory_gb=None,
+        gradient_checkpointing=True,
+        date="2026-11",
+        machine="1x NVIDIA H200 (141 GB), Modal-like container",
+        software=SOFTWARE,
+        command=GPU_CHECK,
+        note="~650 completion tokens/s; every completion full length (random weights)",
+    ),
+    Measurement(
+        what="generate",
+        model="Qwen3-0.6B",
+        gpu="H200",
+        batch=64,
+        prompt_tokens=30,
+        completion_tokens=256,
+        step_s=(10.5, 10.5),
+        peak_memory_gb=None,
+        gradient_checkpointing=False,
+        date="2026-11",
+        machine="1x NVIDIA H200 (141 GB)",
+        software=SOFTWARE,
+        command=GPU_CHECK,
+        note="raw batched model.generate of the GRPO batch: 1,560 tokens/s",
+    ),
+    Measurement(
+        what="grpo",
+        model="Qwen3-0.6B",
+        gpu="H200",
+        batch=64,
+        prompt_tokens=30,
+        completion_tokens=256,
+        step_s=(16.0, 16.0),
+        peak_memory_gb=41.0,
+        gradient_checkpointing=False,
+        date="2026-11",
+        machine="1x NVIDIA H200 (141 GB)",
+        software=SOFTWARE,
+        command=GPU_CHECK,
+        note="gradient checkpointing off (not what posttrain runs today; not fitted)",
+    ),
+    Measurement(
+        what="sft",
+        model="Qwen3-1.7B",
+        gpu="H200",
+        batch=8,
+        prompt_tokens=48,
+        completion_tokens=2000,
+        step_s=(8 * 2048 / 19800, 8 * 2048 / 19800),
+        peak_memory_gb=8.4,
+        gradient_checkpointing=True,
+        date="2026-11",
+        machine="1x NVIDIA H200 (141 GB)",
+        software=SOFTWARE,
+        command=GPU_CHECK,
+        note="19,800 tokens/s",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The step model's constants, fitted to MEASUREMENTS."""
+
+    decode_overhead_s_per_layer: float  # per decoding step, per layer, under HF generate
+    trl_generation_factor: float  # GRPOTrainer's generation time / raw generate's
+    training_mfu: float  # model FLOPs utilisation of a training step
+    allocator_factor: float  # measured peak memory / the tensors catalog counts
+    anchors: tuple[Measurement, ...]  # what was fitted
+
+
+def decode_step_s(model: str, gpu: str, overhead_s_per_layer: float) -> float:
+    """Seconds per decoding step of raw HF generate: launch overhead plus the weight read."""
+    preset = get_preset(model)
+    assert preset is not None
+    _, bandwidth_gb_s = gpu_perf(gpu)
+    weights = 2 * preset.n_params / (bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+    return preset.num_hidden_layers * overhead_s_per_layer + weights
+
+
+def training_s(model: str, gpu: str, tokens: int, kl: bool, mfu: float) -> float:
+    """Seconds of the forward and backward passes over `tokens` (and the KL reference)."""
+    preset = get_preset(model)
+    assert preset is not None
+    tflops, _ = gpu_perf(gpu)
+    flops = (TRAIN_FLOPS + (KL_FLOPS if kl else 0)) * preset.n_params * tokens
+    return flops / (tflops * 1e12 * mfu)
+
+
+def _one(what: str, checkpointing: bool = True) -> Measurement:
+    return next(
+        m
+        for m in MEASUREMENTS
+        if m.what == what and (m.gradient_checkpointing or what == "generate") == checkpointing
+    )
+
+
+@functools.cache
+def fitted() -> Fit:
+    """Fit the four constants, one measurement each, in dependency order."""
+    sft, generate, grpo = _one("sft"), _one("generate"), _one("grpo")
+    tflops, _ = gpu_perf(sft.gpu)
+    sft_preset = get_preset(sft.model)
+    assert sft_preset is not None
+    sft_tokens = sft.batch * (sft.prompt_tokens + sft.completion_tokens)
+    mfu = TRAIN_FLOPS * sft_preset.n_params * sft_tokens / (sft.mean_step_s * tflops * 1e12)
+
+    gen_preset = get_preset(generate.model)
+    assert gen_preset is not None
+    per_decode_step = generate.mean_step_s / generate.completion_tokens
+    weights = decode_step_s(generate.model, generate.gpu, 0.0)
+    overhead = (per_decode_step - weights) / gen_preset.num_hidden_layers
+
+    grpo_tokens = grpo.batch * (grpo.prompt_tokens + grpo.completion_tokens)
+    train = training_s(grpo.model, grpo.gpu, grpo_tokens, True, mfu)
+    raw = grpo.completion_tokens * decode_step_s(grpo.model, grpo.gpu, overhead)
+    factor = (grpo.mean_step_s - train - STEP_OVERHEAD_S) / raw
+
+    assert sft.peak_memory_gb is not None
+    counted = memory_estimate_gb(
+        sft_preset, True, sft.prompt_tokens, sft.completion_tokens, sft.batch, "sft", 1.0
+    )
+    return Fit(overhead, factor, mfu, sft.peak_memory_gb / counted, (sft, generate, grpo))

@@ -1,0 +1,107 @@
+"""While a run trains: what it has cost, what it will cost, and whether it ends before its
+timeout, projected from its own measured seconds per step."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+PROJECTION_WINDOW = 10  # the last steps whose times project the rest
+OVER_ESTIMATE = 2.0  # a projection this many times the approved estimate is a health warning
+
+
+class Projection(BaseModel):
+    cost_so_far_usd: float
+    s_per_step: float | None = Field(None, description="Measured: the median of recent steps.")
+    steps_left: int
+    projected_total_s: float | None = Field(None, description="From launch to the last step.")
+    projected_total_usd: float | None = None
+    projected_end_at: float | None = Field(None, description="Unix time of the last step.")
+    timeout_at: float | None = Field(None, description="When the timeout stops the run.")
+    ends_before_timeout: bool | None = None
+    approved_expected_usd: float | None = Field(
+        None, description="The expected cost the launch was approved with."
+    )
+    note: str
+
+
+def _median_recent(metrics: list[dict[str, Any]], phase: str) -> float | None:
+    times = [m["step_time_s"] for m in metrics if m.get("phase") == phase and m.get("step_time_s")]
+    recent = times[1:][-PROJECTION_WINDOW:] or times  # the first step carries the set-up
+    return statistics.median(recent) if recent else None
+
+
+def project(
+    row: dict[str, Any],
+    metrics: list[dict[str, Any]],
+    meta: dict[str, Any],
+    timeout_s: int | None,
+    cost_so_far_usd: float,
+    now: float | None = None,
+) -> Projection | None:
+    """The projection of a live run (None once it has ended)."""
+    if row["status"] not in ("queued", "running"):
+        return None
+    now = now or time.time()
+    start = meta.get("created_at") or row.get("created_at") or now
+    usd_per_s = float(meta.get("usd_per_s") or 0.0) * int(meta.get("gpu_count") or 1)
+    approved = meta.get("expected_usd")
+    timeout_at = start + timeout_s if timeout_s else None
+    train_s = _median_recent(metrics, "train")
+    warm_s = _median_recent(metrics, "warmstart")
+    total, step = int(row.get("total_steps") or 0), int(row.get("step") or 0)
+    warm_total = int(row.get("warmstart_steps") or 0)
+    if row.get("phase") == "warmstart":
+        warm_left, train_left = max(0, warm_total - step), total
+        per_train = train_s or meta.get("step_s") or warm_s  # not measured yet: the estimate
+        left_s = warm_left * (warm_s or 0.0) + train_left * (per_train or 0.0)
+        steps_left, s_per_step = warm_left + train_left, per_train
+    else:
+        steps_left = max(0, total - step)
+        s_per_step = train_s
+        left_s = steps_left * (train_s or 0.0)
+    base = {
+        "cost_so_far_usd": round(cost_so_far_usd, 4),
+        "steps_left": steps_left,
+        "timeout_at": timeout_at,
+        "approved_expected_usd": approved,
+    }
+    if not s_per_step:
+        return Projection(**base, note="no step measured yet: nothing to project from")
+    end_at = now + left_s
+    total_s = end_at - start
+    projected_usd = round(total_s * usd_per_s, 2)
+    before = timeout_at is None or end_at <= timeout_at
+    note = (
+        f"{s_per_step:.2f} s a step measured: the last step at about "
+        f"{time.strftime('%H:%M', time.localtime(end_at))}"
+    )
+    if not before and timeout_at is not None and s_per_step:
+        reached = step + int(max(0.0, timeout_at - now) / s_per_step)
+        note += f"; the timeout stops it first, at about step {min(reached, total)} of {total}"
+    return Projection(
+        **base,
+        s_per_step=round(s_per_step, 3),
+        projected_total_s=round(total_s, 1),
+        projected_total_usd=projected_usd,
+        projected_end_at=round(end_at, 1),
+        ends_before_timeout=before,
+        note=note,
+    )
+
+
+def over_estimate(projection: Projection | None) -> str | None:
+    """A health warning when the projected cost passes twice the approved estimate."""
+    if projection is None or not projection.projected_total_usd:
+        return None
+    approved = projection.approved_expected_usd
+    if not approved or projection.projected_total_usd <= OVER_ESTIMATE * approved:
+        return None
+    return (
+        f"projected cost ${projection.projected_total_usd:.2f} is over {OVER_ESTIMATE:g}x the "
+        f"${approved:.2f} the launch was approved with ({projection.s_per_step:.2f} s a step "
+        f"measured); tell your human, and cancel if they say so"
+    )
