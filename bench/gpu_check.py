@@ -160,7 +160,7 @@ def posttrain_run(spec: dict, root: Path):
 
     def run():
         run_dir = root / f"run-gpucheck-{int(time.time() * 1000) % 10**8}"
-        status = train(load_spec(spec), run_dir)
+        status = train(run_dir, load_spec(spec))
         if status != "succeeded":
             cause = next(
                 (e.get("cause") for e in iter_events(run_dir) if e["type"] == "result"), None

@@ -59,69 +59,53 @@ class Measurement:
         return statistics.fmean(self.step_s)
 
 
+def _on_h200(**fields: object) -> Measurement:
+    """A measurement of the issue-5 session's H200 run of bench/gpu_check.py."""
+    common = {
+        "gpu": "H200",
+        "date": "2026-11",
+        "machine": "1x NVIDIA H200 (141 GB)",
+        "software": SOFTWARE,
+        "command": GPU_CHECK,
+    }
+    return Measurement(**{**common, **fields})  # type: ignore[arg-type]
+
+
+_GRPO_06B = {"model": "Qwen3-0.6B", "batch": 64, "prompt_tokens": 30, "completion_tokens": 256}
 MEASUREMENTS: tuple[Measurement, ...] = (
-    Measurement(
+    _on_h200(
         what="grpo",
-        model="Qwen3-0.6B",
-        gpu="H200",
-        batch=64,
-        prompt_tokens=30,
-        completion_tokens=256,
+        **_GRPO_06B,
         step_s=(23.0, 26.0),
         peak_memory_gb=None,
         gradient_checkpointing=True,
-        date="2026-11",
-        machine="1x NVIDIA H200 (141 GB), Modal-like container",
-        software=SOFTWARE,
-        command=GPU_CHECK,
         note="~650 completion tokens/s; every completion full length (random weights)",
     ),
-    Measurement(
+    _on_h200(
         what="generate",
-        model="Qwen3-0.6B",
-        gpu="H200",
-        batch=64,
-        prompt_tokens=30,
-        completion_tokens=256,
+        **_GRPO_06B,
         step_s=(10.5, 10.5),
         peak_memory_gb=None,
         gradient_checkpointing=False,
-        date="2026-11",
-        machine="1x NVIDIA H200 (141 GB)",
-        software=SOFTWARE,
-        command=GPU_CHECK,
         note="raw batched model.generate of the GRPO batch: 1,560 tokens/s",
     ),
-    Measurement(
+    _on_h200(
         what="grpo",
-        model="Qwen3-0.6B",
-        gpu="H200",
-        batch=64,
-        prompt_tokens=30,
-        completion_tokens=256,
+        **_GRPO_06B,
         step_s=(16.0, 16.0),
         peak_memory_gb=41.0,
         gradient_checkpointing=False,
-        date="2026-11",
-        machine="1x NVIDIA H200 (141 GB)",
-        software=SOFTWARE,
-        command=GPU_CHECK,
         note="gradient checkpointing off (not what posttrain runs today; not fitted)",
     ),
-    Measurement(
+    _on_h200(
         what="sft",
         model="Qwen3-1.7B",
-        gpu="H200",
         batch=8,
         prompt_tokens=48,
         completion_tokens=2000,
         step_s=(8 * 2048 / 19800, 8 * 2048 / 19800),
         peak_memory_gb=8.4,
         gradient_checkpointing=True,
-        date="2026-11",
-        machine="1x NVIDIA H200 (141 GB)",
-        software=SOFTWARE,
-        command=GPU_CHECK,
         note="19,800 tokens/s",
     ),
 )

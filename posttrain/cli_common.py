@@ -57,3 +57,12 @@ def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
         print(json.dumps(data, indent=2, default=str))
     else:
         render(data)
+
+
+def ask_human(question: str | None, as_json: bool) -> Any:
+    """The terminal's answer to an approval question: "approved", "declined", or None when
+    nobody needs asking or nobody is at a terminal (the command then returns the
+    confirmation token for the human to approve)."""
+    if question is None or as_json or not sys.stdin.isatty():
+        return None
+    return "approved" if typer.confirm(question, default=False) else "declined"

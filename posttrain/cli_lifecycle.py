@@ -8,7 +8,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, console, emit, guarded
+from posttrain.cli_common import (
+    EXIT_NEEDS_APPROVAL,
+    JsonFlag,
+    ask_human,
+    console,
+    emit,
+    guarded,
+)
 from posttrain.cli_runs import ConfirmFlag, KeyFlag, launch_command
 
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
@@ -147,15 +154,11 @@ def register(app: typer.Typer) -> None:
         as_json: JsonFlag = False,
     ) -> None:
         """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict."""
-        import sys
 
         from posttrain.tools.evaluate import eval_question, evaluate
 
         def body() -> Any:
-            ask = eval_question(run_id, confirm)
-            human = None
-            if ask and sys.stdin.isatty() and not as_json:
-                human = "approved" if typer.confirm(ask, default=False) else "declined"
+            human = ask_human(eval_question(run_id, confirm), as_json)
             return evaluate(run_id, k, base_passes, max_tasks, threshold, seed, human, confirm)
 
         outcome = guarded(body)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +12,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, console, emit, guarded
+from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, ask_human, console, emit, guarded
 from posttrain.errors import ConfigError
 from posttrain.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
@@ -47,17 +46,19 @@ def launch_command(
     smoke_backend: str = "local",
 ) -> None:
     """Launch (or smoke), asking the human at the terminal when one is there."""
-    from posttrain.tools.launch import human_question, launch, smoke_run, smoke_spec
+    from posttrain.tools.context import Context
+    from posttrain.tools.launch import human_question, launch, smoke_resolve, with_dry_run
+    from posttrain.tools.resolve import resolve
 
     def body() -> Any:
-        run_spec = smoke_spec(spec, smoke_steps, smoke_backend) if smoke_steps is not None else spec
-        ask = human_question(run_spec, confirm, key)
-        human = None
-        if ask and sys.stdin.isatty() and not as_json:
-            human = "approved" if typer.confirm(ask, default=False) else "declined"
+        ctx = Context()
         if smoke_steps is not None:
-            return smoke_run(spec, smoke_steps, smoke_backend, confirm, human)
-        return launch(run_spec, confirmation_token=confirm, idempotency_key=key, human=human)
+            plan, dry = smoke_resolve(spec, smoke_steps, smoke_backend, ctx)
+        else:
+            plan, dry = resolve(spec, ctx, key), None
+        # resolved once: the question and the launch read the same plan
+        human = ask_human(human_question(plan, confirm, ctx=ctx), as_json)
+        return with_dry_run(launch(plan, confirmation_token=confirm, human=human, ctx=ctx), dry)
 
     result = guarded(body)
 

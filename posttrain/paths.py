@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import ConfigError
 from posttrain.runs.layout import home
+
+if TYPE_CHECKING:
+    from pydantic import ValidationInfo
 
 
 def expand(path: str | Path) -> Path:
@@ -65,3 +68,24 @@ def confine_reward(ref: str, roots: list[Path] | None = None) -> None:
     target, _ = split_ref(ref)
     if is_file_ref(target):
         confine(target, "reward file", roots)
+
+
+def confine_in_validation(info: ValidationInfo, path: str, what: str) -> None:
+    """With allowed roots in the validation context, a path outside them is refused before
+    anything looks at it: no existence oracle, no import of a file outside the roots."""
+    roots = (info.context or {}).get("roots")
+    if roots is not None:
+        confine(path, what, roots)
+
+
+def confine_local_in_validation(
+    info: ValidationInfo, name: str, what: str, looks_like_path: bool
+) -> None:
+    """A name that may be a hub repo id or a local folder: anything that is not a plain
+    `org/name` id (e.g. `a/../../etc`) is a path and is confined before it is looked at; a
+    plain id that exists here is a local folder (perhaps a link) and is confined too."""
+    from posttrain.spec import HF_REPO_ID
+
+    hub_like = bool(HF_REPO_ID.match(name)) and ".." not in name.split("/")
+    if looks_like_path or not hub_like or Path(name).exists():
+        confine_in_validation(info, name, what)

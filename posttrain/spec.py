@@ -31,21 +31,11 @@ from pydantic import (
 
 from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
 from posttrain.errors import ConfigError
-from posttrain.paths import expand
+from posttrain.paths import confine_in_validation, confine_local_in_validation, expand
+from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
-# Names people reach for from other tools, and the field that means the same here.
-ALIASES = {
-    "lr": "learning_rate",
-    "max_steps": "steps",
-    "num_train_steps": "steps",
-    "max_new_tokens": "max_completion_length",
-    "per_device_train_batch_size": "batch_size",
-    "timeout": "timeout_s",
-    "gpus": "gpu",
-    "dataset_path": "path",
-}
 HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -76,7 +66,7 @@ class ModelSpec(Strict):
         if get_preset(name):
             return get_preset(name).name  # type: ignore[union-attr]
         looks_like_path = name.startswith((".", "/", "~"))
-        _confine_local(info, name, "model path", looks_like_path)
+        confine_local_in_validation(info, name, "model path", looks_like_path)
         if expand(name).exists():
             return name
         if looks_like_path:
@@ -181,9 +171,9 @@ class DatasetSpec(Strict):
                 f"the rhyme gym generates at most {MAX_GYM_ROWS:,} rows (n_rows {self.n_rows:,})"
             )
         if self.path:
-            _confine(info, self.path, "dataset.path")
+            confine_in_validation(info, self.path, "dataset.path")
         if self.hf_repo:  # datasets also loads a local folder given as a repo
-            _confine_local(info, self.hf_repo, "dataset.hf_repo", False)
+            confine_local_in_validation(info, self.hf_repo, "dataset.hf_repo", False)
         if self.path and not expand(self.path).is_file():
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
         if not re.findall(r"{(\w+)", self.template) and not self.messages_column:
@@ -386,118 +376,6 @@ class RunSpec(Strict):
         return self.model_dump_json(indent=2)
 
 
-def gpu_of(spec: dict[str, Any]) -> str:
-    """RunSpec.gpu from a spec's JSON: compute.gpu, else the preset's default."""
-    if gpu := (spec.get("compute") or {}).get("gpu"):
-        return str(gpu)
-    preset = get_preset(str((spec.get("model") or {}).get("name", "")))
-    return preset.default_gpu if preset else "H100"
-
-
-def shape_key(spec: dict[str, Any]) -> dict[str, Any]:
-    """RunSpec.shape from a spec's JSON (as stored in a run directory): the backend, the
-    model and its weights, the GPU type and count, the algorithm, LoRA or not, the batch and
-    the completion length."""
-    model, a = spec.get("model") or {}, spec.get("algorithm") or {}
-    backend = (spec.get("compute") or {}).get("backend", "local")
-    gpu, _, count = gpu_of(spec).partition(":")
-    weights = (
-        "stand_in" if model.get("stand_in") else "random" if model.get("random_weights") else "real"
-    )
-    return {
-        "backend": backend,
-        "model": model.get("name"),
-        "weights": weights,
-        "gpu": "cpu" if backend == "local" else gpu,
-        "gpu_count": 1 if backend == "local" else int(count or 1),
-        "kind": a.get("kind"),
-        "lora": a.get("lora") is not None,
-        "batch": a.get("batch_size"),
-        "completion": a.get("max_completion_length"),
-    }
-
-
-def dry_run_key(spec: dict[str, Any]) -> str:
-    """RunSpec.dry_run_key from a spec's JSON (as stored in a run directory)."""
-    model, algorithm = spec.get("model") or {}, spec.get("algorithm") or {}
-    proven = {
-        "model": model.get("name"),
-        "template": model.get("chat_template_kwargs"),
-        "dataset": spec.get("dataset"),
-        "reward": spec.get("reward"),
-        "kind": algorithm.get("kind"),
-        "lora": algorithm.get("lora"),
-        "warmstart": algorithm.get("warmstart") is not None,
-        "max_prompt_length": algorithm.get("max_prompt_length"),
-    }
-    canonical = json.dumps(proven, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def _explain(exc: ValidationError, model: type[BaseModel] = RunSpec) -> str:
-    """One line per problem: the field path, what is wrong, and how to fix it."""
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            parent_path, field = err["loc"][:-1], str(err["loc"][-1])
-            allowed = _fields_at(model, parent_path)
-            close = (
-                [ALIASES[field]]
-                if ALIASES.get(field) in allowed
-                else (difflib.get_close_matches(field, allowed, n=1, cutoff=0.6))
-            )
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            lines.append(f"spec field '{loc}': unknown field; {hint}allowed here: {allowed}")
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-            got = err.get("input")
-            shown = "" if isinstance(got, dict) else f" (got {got!r})"
-            lines.append(f"spec field '{loc or 'spec'}': {message}{shown}")
-    return "; ".join(lines)
-
-
-def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
-    """The allowed field names at a nested path of the spec model."""
-    current: Any = model
-    for part in path:
-        if isinstance(part, int):
-            continue
-        field = current.model_fields.get(str(part)) if hasattr(current, "model_fields") else None
-        if field is None:
-            return []
-        annotation = field.annotation
-        for candidate in (annotation, *getattr(annotation, "__args__", ())):
-            inner = getattr(candidate, "__args__", ())
-            for c in (candidate, *inner):
-                if isinstance(c, type) and issubclass(c, BaseModel):
-                    current = c
-                    break
-            else:
-                continue
-            break
-    return sorted(getattr(current, "model_fields", {}))
-
-
-def _confine(info: ValidationInfo, path: str, what: str) -> None:
-    """With allowed roots in the validation context, a path outside them is refused before
-    anything looks at it: no existence oracle, no import of a file outside the roots."""
-    roots = (info.context or {}).get("roots")
-    if roots is not None:
-        from posttrain.paths import confine
-
-        confine(path, what, roots)
-
-
-def _confine_local(info: ValidationInfo, name: str, what: str, looks_like_path: bool) -> None:
-    """A name that may be a hub repo id or a local folder: anything that is not a plain
-    `org/name` id (e.g. `a/../../etc`) is a path and is confined before it is looked at; a
-    plain id that exists here is a local folder (perhaps a link) and is confined too."""
-    hub_like = bool(HF_REPO_ID.match(name)) and ".." not in name.split("/")
-    if looks_like_path or not hub_like or Path(name).exists():
-        _confine(info, name, what)
-
-
 def load_spec(
     source: str | Path | dict[str, Any] | RunSpec, roots: list[Path] | None = None
 ) -> RunSpec:
@@ -535,6 +413,8 @@ def load_spec(
     try:
         return RunSpec.model_validate(data, context={"roots": roots})
     except ValidationError as exc:
-        raise ConfigError(_explain(exc)) from None
+        from posttrain.spec_errors import explain
+
+        raise ConfigError(explain(exc, RunSpec)) from None
     except ConfigError as exc:  # raised inside a validator (reward params)
         raise ConfigError(f"spec field 'reward': {exc}") from None

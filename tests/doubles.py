@@ -1,41 +1,41 @@
-"""Stand-ins for what cannot run here. Until the Modal issue, a paid backend is a double that
-records what it was asked to start and writes the run directory a real backend would."""
+"""Stand-ins for what cannot run here: a paid backend that records what it was asked to
+submit and starts nothing (the Modal SDK's own double is tests/modal_double.py)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from posttrain.runs.layout import RUN_META, SPEC, new_run_id, runs_root, write_json_atomic
+from posttrain.runs.layout import runs_root
 
 
 class PaidBackendDouble:
-    """Records starts; its runs stay queued (no trainer runs behind them)."""
+    """Records submissions; its runs stay queued (no trainer runs behind them). `delay_s`
+    makes each submit slow (a Modal spawn with an upload); `fail` makes it raise."""
 
     name = "modal"
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, delay_s: float = 0.0, fail: bool = False):
         self.root = root or runs_root()
         self.started: list[str] = []
+        self.withdrawn: list[str] = []
+        self.delay_s = delay_s
+        self.fail = fail
+        self._lock = threading.Lock()
 
-    def start(self, spec: Any, run_id: str | None = None, **meta: Any) -> str:
-        run_id = run_id or new_run_id()
-        run_dir = self.root / run_id
-        run_dir.mkdir(parents=True)
-        (run_dir / SPEC).write_text(spec.to_json())
-        write_json_atomic(
-            run_dir / RUN_META,
-            {
-                "run_id": run_id,
-                "spec_id": spec.spec_id,
-                "backend": self.name,
-                "created_at": time.time(),
-                **meta,
-            },
-        )
-        self.started.append(run_id)
-        return run_id
+    def submit(self, plan: Any, run_dir: Path) -> dict[str, Any]:
+        time.sleep(self.delay_s)
+        if self.fail:
+            raise ConnectionError("the double's network is down")
+        with self._lock:
+            self.started.append(run_dir.name)
+        return {"call_id": f"fc-double-{run_dir.name}", "submitted_at": time.time()}
+
+    def withdraw(self, run_dir: Path, handle: dict[str, Any]) -> None:
+        with self._lock:
+            self.withdrawn.append(run_dir.name)
 
     def ready(self) -> None:
         """The double is always configured."""

@@ -13,13 +13,9 @@ from posttrain.server.app import build_server
 from posttrain.tools import budget
 from posttrain.tools.context import Context
 from tests.doubles import PaidBackendDouble
+from tests.specs import PAID
 
 MODES = ("legacy", "2026-07-28")
-PAID = {
-    "model": "Qwen3-0.6B",
-    "dataset": {"builtin": "rhyme-gym"},
-    "compute": {"backend": "modal", "timeout_s": 3600},
-}  # L40S: worst case $1.95
 
 
 @pytest.fixture
@@ -164,17 +160,11 @@ def test_local_runs_are_free_and_need_no_approval(paid):
 
 def test_two_launches_racing_for_the_budget_cannot_pass_the_daily_cap_together(home, monkeypatch):
     import threading
-    import time
 
     monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "3")  # room for one $1.95 run, not two
     monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "2")
 
-    class SlowDouble(PaidBackendDouble):
-        def start(self, spec, run_id=None, **meta):
-            time.sleep(0.5)  # widen the window between the cap check and the record
-            return super().start(spec, run_id, **meta)
-
-    backend = SlowDouble()
+    backend = PaidBackendDouble(delay_s=0.5)  # a slow submit, outside the ledger's lock
     outcomes = []
 
     def race(key):

@@ -207,8 +207,13 @@ def test_with_a_token_every_page_needs_it(tmp_path, monkeypatch):
     assert client.get("/").status_code == 401
     assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert client.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
-    client.get("/login?token=s3cret-token")
-    assert client.get("/").status_code == 200  # the cookie /login set
+    assert client.get("/login").status_code == 200  # the sign-in form needs no token
+    assert client.get("/login?token=s3cret-token").status_code == 200  # a URL signs no one in
+    assert client.get("/").status_code == 401
+    assert client.post("/login", data={"token": "wrong"}).status_code == 401
+    signed_in = client.post("/login", data={"token": "s3cret-token"}, follow_redirects=False)
+    assert signed_in.status_code == 303 and "httponly" in signed_in.headers["set-cookie"].lower()
+    assert client.get("/").status_code == 200  # the cookie the POST set
 
 
 def test_get_run_returns_the_reward_curve_as_an_image(site, monkeypatch):

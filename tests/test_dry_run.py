@@ -189,12 +189,19 @@ def test_get_run_says_what_the_dry_run_proved_and_that_its_rewards_mean_nothing(
     assert any("GPU speed" in line for line in dry["cannot_prove"])
 
 
-def test_the_launch_question_then_says_the_spec_passed_a_dry_run(grpo_dry_run, user_project):
+def test_the_launch_question_then_says_the_spec_passed_a_dry_run(
+    grpo_dry_run, user_project, tmp_path
+):
+    from posttrain.runs.modal_backend import ModalBackend
+    from posttrain.tools.context import Context
+    from tests import modal_double
+
     _, detail = grpo_dry_run
-    asked = human_question(grpo_spec(user_project))
+    ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(tmp_path))})
+    asked = human_question(grpo_spec(user_project), ctx=ctx)
     assert asked is not None and f"Dry run: passed 0 min ago ({detail.run_id})" in asked
     other = {**grpo_spec(user_project), "reward": "rhyme"}
-    assert "Dry run: none has passed" in human_question(other)
+    assert "Dry run: none has passed" in human_question(other, ctx=ctx)
 
 
 def test_no_weights_were_downloaded(grpo_dry_run, offline_home):

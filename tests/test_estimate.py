@@ -23,6 +23,7 @@ from posttrain.tools.plan import plan
 from posttrain.tools.progress import over_estimate, project
 from tests import modal_double
 from tests.conftest import ROOT, wait_finished
+from tests.specs import tiny
 
 GRPO_06B = {
     "model": "Qwen3-0.6B",
@@ -141,20 +142,7 @@ def test_the_projection_of_a_run_from_its_own_step_times():
 
 @pytest.mark.slow
 def test_a_finished_local_run_calibrates_the_next_plan_of_its_shape(home):
-    spec = {
-        "dataset": {"builtin": "rhyme-gym", "n_rows": 64},
-        "reward": "rhyme",
-        "algorithm": {
-            "steps": 6,
-            "lora": None,
-            "learning_rate": 5e-4,
-            "batch_size": 8,
-            "num_generations": 4,
-            "max_completion_length": 16,
-            "save_every": 0,
-            "traces": {"every": 0, "samples": 2},
-        },
-    }
+    spec = tiny(steps=6)
     before = plan(spec).cost
     assert before.runs_used == [] and "bench/smoke.py" in before.basis
     run_id = launch(spec).run_id

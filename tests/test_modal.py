@@ -86,8 +86,9 @@ def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
     assert started.status == "started" and started.approved_by == "policy"
     [spawn] = sdk.Function.spawned
     assert spawn["options"] == {"gpu": "A10", "timeout": 600}
-    run_id, remote_spec, gpu_count = spawn["args"]
+    run_id, remote_spec, gpu_count, run_json = spawn["args"]
     assert run_id == started.run_id and gpu_count == 1
+    assert json.loads(run_json)["base"]["run_id"] is None  # the launch's plan reaches the GPU
     assert json.loads(remote_spec)["dataset"]["path"] == "inputs/qa.jsonl"
     assert (volume / run_id / "inputs" / "qa.jsonl").read_text() == data.read_text()
     meta = json.loads((home / "runs" / run_id / "run.json").read_text())
@@ -103,7 +104,7 @@ def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
     ]
     assert set(sample_traces(run_id, "first,last", ctx=ctx).steps) == {1, 4}
     assert detail.cost_usd == pytest.approx(
-        (detail.ended_at - meta["created_at"]) * 0.000306, abs=1e-3
+        (detail.ended_at - meta["submitted_at"]) * 0.000306, abs=1e-3
     )
     pulled = pull_run(run_id, tmp_path / "adapter", ctx=ctx)
     assert any(f.endswith("model.safetensors") for f in pulled["files"])
@@ -240,3 +241,50 @@ def test_evaluating_a_modal_run_is_approved_like_a_launch_and_runs_there(volume,
     [remote] = [s for s in sdk.Function.spawned if s.get("remote")]
     assert remote["options"] == {"gpu": "A10", "timeout": 3600}
     assert done.result.tasks_used >= 5 and done.result.metrics[0].name == "reward"
+
+
+RESTART = """
+import sys
+from posttrain.gpu import modal_app
+modal_app.run_training(sys.argv[1], open(sys.argv[2]).read(), 1, open(sys.argv[3]).read())
+"""
+
+
+def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home, tmp_path):
+    """Modal retries an input whose container died (preempted, OOM-killed): the retry finds
+    the run's folder on the Volume and resumes from its last checkpoint, not from step 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from posttrain.spec import load_spec
+    from posttrain.tools.resolve import resolve
+
+    spec = load_spec({**TINY, "algorithm": {**TINY["algorithm"], "steps": 6, "save_every": 2}})
+    plan = resolve(spec, Context(), check_runnable=False)
+    run_id = "run-restart-0001"
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": run_id, **plan.run_meta()}))
+    (tmp_path / "attempt.py").write_text(RESTART)
+    attempt_args = [str(tmp_path / "spec.json"), str(tmp_path / "run.json")]
+    first = subprocess.Popen(
+        [sys.executable, str(tmp_path / "attempt.py"), run_id, *attempt_args],
+        env={**os.environ, "POSTTRAIN_MODAL_RUNS_ROOT": str(volume)},
+    )
+    run_dir = volume / run_id
+    wait_for(lambda: (run_dir / "checkpoints" / "checkpoint-2").is_dir(), timeout_s=180)
+    first.send_signal(signal.SIGKILL)  # the container is gone, mid-run
+    first.wait()
+    assert not any(e["type"] == "result" for e in iter_events(run_dir))
+
+    status = modal_app.run_training(
+        run_id, spec.to_json(), 1, (tmp_path / "run.json").read_text()
+    )  # Modal's retry of the same input
+    assert status == "succeeded"
+    events = list(iter_events(run_dir))
+    retry_start = max(i for i, e in enumerate(events) if e.get("stage") == "preparing")
+    retried = [e["step"] for e in events[retry_start:] if e["type"] == "metrics"]
+    assert retried and retried[0] in (3, 5) and retried[-1] == 6  # after a checkpoint, never 1
+    assert any("resuming from" in e.get("message", "") for e in events[retry_start:])
+    assert [e["status"] for e in events if e["type"] == "result"] == ["succeeded"]

@@ -8,23 +8,11 @@ from posttrain.runs.layout import iter_events
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run
 from tests.conftest import kill_leftover_runs, wait_for
+from tests.specs import TINY_RUN
 
 pytestmark = pytest.mark.slow
 
-TINY = {
-    "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
-    "reward": "rhyme",
-    "algorithm": {
-        "steps": 3,
-        "lora": None,
-        "learning_rate": 5e-4,
-        "batch_size": 8,
-        "num_generations": 4,
-        "max_completion_length": 16,
-        "save_every": 0,
-        "traces": {"every": 0, "samples": 2},
-    },
-}
+TINY = TINY_RUN
 
 
 def span(home, run_id):

@@ -13,9 +13,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from posttrain.errors import ConfigError
 from posttrain.gpu.train import train
-from posttrain.runs.layout import CANCEL_REQUEST, iter_events
+from posttrain.runs.layout import CANCEL_REQUEST, RUN_META, SPEC, iter_events, write_json_atomic
 from posttrain.spec import load_spec
+from posttrain.tools.context import Context
+from posttrain.tools.resolve import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +54,20 @@ def spec(kind: str, **extra):
     )
 
 
+def prepared(spec_obj, run_id: str) -> Path:
+    """The run folder a launch would reserve (spec.json, and run.json with the plan's base
+    and resume point), for training in this process."""
+    ctx = Context()
+    plan = resolve(spec_obj, ctx)
+    run_dir = ctx.root / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / SPEC).write_text(plan.spec.to_json())
+    write_json_atomic(
+        run_dir / RUN_META, {"run_id": run_id, "created_at": time.time(), **plan.run_meta()}
+    )
+    return run_dir
+
+
 def metric_steps(run_dir: Path) -> list[int]:
     return [e["step"] for e in iter_events(run_dir) if e["type"] == "metrics"]
 
@@ -81,17 +98,18 @@ def stop_after_step(run_dir: Path, step: int) -> threading.Thread:
 
 
 @pytest.mark.parametrize("kind", ["sft", "grpo"])
-def test_a_resumed_run_ends_exactly_where_the_straight_run_does(tmp_path, kind):
-    root = tmp_path / "runs"
-    straight, first, second = root / "run-straight-1", root / "run-first-1", root / "run-second-1"
-    assert train(spec(kind), straight) == "succeeded"
+def test_a_resumed_run_ends_exactly_where_the_straight_run_does(home, kind):
+    straight = prepared(spec(kind), "run-straight-1")
+    assert train(straight) == "succeeded"
 
+    first = prepared(spec(kind), "run-first-1")
     stop_after_step(first, 2)
-    assert train(spec(kind), first) == "cancelled"
+    assert train(first) == "cancelled"
     stopped_at = max(metric_steps(first))
     assert 2 <= stopped_at < STEPS
 
-    assert train(spec(kind, resume_from=first.name), second) == "succeeded"
+    second = prepared(spec(kind, resume_from=first.name), "run-second-1")
+    assert train(second) == "succeeded"
     assert metric_steps(second) == list(range(stopped_at + 1, STEPS + 1))  # nothing replayed
     # the resumed run's first step counts only its own tokens, not every token since step 1
     assert step_tokens(second)[stopped_at + 1] == pytest.approx(
@@ -112,9 +130,63 @@ def test_a_resumed_run_ends_exactly_where_the_straight_run_does(tmp_path, kind):
     assert trainer_state["global_step"] == STEPS
 
 
-def test_resuming_a_run_without_checkpoints_is_a_clear_error(tmp_path):
-    root = tmp_path / "runs"
-    (root / "run-empty-1").mkdir(parents=True)
-    assert train(spec("sft", resume_from="run-empty-1"), root / "run-next-1") == "failed"
-    result = next(e for e in iter_events(root / "run-next-1") if e["type"] == "result")
-    assert "saved no checkpoint" in result["cause"]
+def test_resuming_a_run_without_checkpoints_is_refused_before_anything_starts(home):
+    empty = prepared(spec("sft"), "run-empty-1")  # reserved, never trained
+    with pytest.raises(ConfigError, match="saved no checkpoint"):
+        resolve(spec("sft", resume_from=empty.name), Context())
+
+
+def lora_grpo(steps: int, **extra):
+    return load_spec(
+        {
+            "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "response_column": "response"},
+            "reward": "rhyme",
+            "algorithm": {
+                "kind": "grpo",
+                "steps": steps,
+                "lora": {"r": 4},
+                "learning_rate": 1e-3,
+                "batch_size": 8,
+                "num_generations": 4,
+                "max_completion_length": 16,
+                "save_every": 2,
+                "traces": {"every": 0, "samples": 2},
+                "warmstart": {"steps": 3, "batch_size": 8} if not extra else None,
+            },
+            **extra,
+        }
+    )
+
+
+def weights(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_resuming_a_resumed_run_and_evaluating_it_keep_the_original_base(home):
+    from transformers import AutoModelForCausalLM
+
+    from posttrain.gpu.generate import load_arms
+
+    first = prepared(lora_grpo(4), "run-chain-1")
+    assert train(first) == "succeeded"
+    second = prepared(lora_grpo(6, resume_from=first.name), "run-chain-2")
+    assert train(second) == "succeeded"
+    third = prepared(lora_grpo(8, resume_from=second.name), "run-chain-3")
+    meta = json.loads((third / RUN_META).read_text())
+    assert meta["base"] == {
+        "run_id": first.name,
+        "folder": "warmstart",
+        "described": f"the warm-start model of {first.name}",
+    }
+    assert meta["resume"]["run_id"] == second.name and meta["resume"]["step"] == 6
+    assert train(third) == "succeeded"
+    assert metric_steps(third) == [7, 8]
+
+    original = weights(AutoModelForCausalLM.from_pretrained(str(first / "warmstart")))
+    for run_dir in (second, third):
+        base, _, is_adapter = load_arms(run_dir)
+        assert is_adapter
+        got = weights(base)
+        assert got.keys() == original.keys()
+        for name, tensor in original.items():
+            assert torch.equal(got[name], tensor), f"{run_dir.name}: base {name} differs"

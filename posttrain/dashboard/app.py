@@ -4,7 +4,10 @@ Server-rendered HTML (Jinja2, autoescaped: completions are model output, never t
 inline SVG charts, a few lines of JavaScript for live updates, no build step. It reads only
 through the tools: run ids are validated, and no route takes a file path, so nothing outside
 the runs home can be read through it. Loopback by default; any other address needs a bearer
-token (header, or a cookie set once by /login?token=...), and Host headers are checked.
+token (header, or a cookie set by signing in on /login with a POST form: the token never
+travels in a URL), and Host headers are checked. Pages that read the index, the run folders
+or Modal are plain functions, which Starlette runs in its thread pool: the event loop never
+waits on SQLite, a file or the network.
 """
 
 from __future__ import annotations
@@ -19,8 +22,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route
 
 from posttrain.dashboard.charts import metric_series, png_chart, svg_chart
@@ -76,11 +85,11 @@ def build_app(
             raise ConfigError(f"unknown status filter '{status}'")
         return status
 
-    async def runs_page(request: Request) -> Response:
+    def runs_page(request: Request) -> Response:
         status = status_filter(request)
         return page("runs.html", runs=tools.list_runs(status, ctx=rc), status=status)
 
-    async def runs_fragment(request: Request) -> Response:
+    def runs_fragment(request: Request) -> Response:
         status = status_filter(request)
         return page("run_rows.html", runs=tools.list_runs(status, ctx=rc), status=status)
 
@@ -92,7 +101,7 @@ def build_app(
             "stages": tools.stage_timeline(run_id, ctx=rc),
         }
 
-    async def run_page(request: Request) -> Response:
+    def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         values = summary_values(run_id)
         query = request.query_params
@@ -125,29 +134,33 @@ def build_app(
             live=values["d"].status not in FINAL_STATUSES,
         )
 
-    async def summary_fragment(request: Request) -> Response:
+    def summary_fragment(request: Request) -> Response:
         return page("run_summary.html", **summary_values(request.path_params["run_id"]))
 
-    async def api_runs(request: Request) -> Response:
+    def api_runs(request: Request) -> Response:
         runs = tools.list_runs(status_filter(request), ctx=rc)
         return JSONResponse([r.model_dump(mode="json") for r in runs])
 
-    async def api_run(request: Request) -> Response:
+    def api_run(request: Request) -> Response:
         detail = tools.get_run(request.path_params["run_id"], verbose=True, ctx=rc)
         return JSONResponse(detail.model_dump(mode="json"))
 
-    async def reward_png(request: Request) -> Response:
+    def reward_png(request: Request) -> Response:
         detail = tools.get_run(request.path_params["run_id"], verbose=True, ctx=rc)
         image = png_chart(
             metric_series(detail.metrics or [], "reward"), f"{detail.run_id}: reward per step"
         )
         return Response(image, media_type="image/png")
 
+    def login_form(request: Request) -> Response:
+        return page("login.html", failed=False)
+
     async def login(request: Request) -> Response:
+        given = str((await request.form()).get("token") or "")
+        if not (token and hmac.compare_digest(given.encode(), token.encode())):
+            return page("login.html", code=401, failed=True)
         response = RedirectResponse("/", status_code=303)
-        given = request.query_params.get("token", "")
-        if token and hmac.compare_digest(given.encode(), token.encode()):
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
         return response
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -176,7 +189,8 @@ def build_app(
         Route("/runs/{run_id}/reward.png", reward_png),
         Route("/api/runs", api_runs),
         Route("/api/runs/{run_id}", api_run),
-        Route("/login", login),
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
     ]
     handlers = {404: not_found, NotFoundError: not_found, ConfigError: not_found, Exception: failed}
     middleware = [
@@ -195,33 +209,17 @@ class BearerOrCookie:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope.get("path") != "/login":
-            headers = dict(scope.get("headers") or [])
-            bearer = headers.get(b"authorization", b"").removeprefix(b"Bearer ")
-            cookies = headers.get(b"cookie", b"").split(b";")
-            cookie = next(
-                (
-                    c.strip().split(b"=", 1)[1]
-                    for c in cookies
-                    if c.strip().startswith(COOKIE.encode() + b"=")
-                ),
-                b"",
-            )
+            connection = HTTPConnection(scope)
+            bearer = connection.headers.get("authorization", "").removeprefix("Bearer ")
+            cookie = connection.cookies.get(COOKIE, "")
             if not (
-                hmac.compare_digest(bearer, self.token) or hmac.compare_digest(cookie, self.token)
+                hmac.compare_digest(bearer.encode(), self.token)
+                or hmac.compare_digest(cookie.encode(), self.token)
             ):
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [(b"content-type", b"text/plain")],
-                    }
+                response = PlainTextResponse(
+                    "401: this dashboard needs its token (sign in at /login)", status_code=401
                 )
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"401: this dashboard needs its token (/login?token=...)",
-                    }
-                )
+                await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

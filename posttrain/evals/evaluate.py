@@ -22,7 +22,7 @@ from posttrain.dataset import prepare
 from posttrain.errors import ConfigError
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
-from posttrain.rewards.guards import checked_scores
+from posttrain.rewards.guards import score_rows
 from posttrain.rewards.registry import get_reward
 from posttrain.rewards.text import completion_text, plain_text
 from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
@@ -87,15 +87,7 @@ def per_sample_metrics(
     reward: Any, completions: list[str], tasks: list[dict[str, Any]], k: int
 ) -> dict[str, list[list[float]]]:
     """metric -> [task][sample] values, for one pass."""
-    flat_tasks = [t for t in tasks for _ in range(k)]
-    columns = {
-        key: [t.get(key) for t in flat_tasks]
-        for key in tasks[0]
-        if key not in ("prompt", "completion")
-    }
-    scores = checked_scores(
-        reward, completions, prompts=[t["prompt"] for t in flat_tasks], **columns
-    )
+    scores = score_rows(reward, completions, [t for t in tasks for _ in range(k)])
     values: dict[str, list[float]] = {"reward": scores.rewards}
     for name in reward.headline:
         values[name] = scores.components[name]

@@ -127,7 +127,7 @@ def evaluation_pass(
     (the adapter attached), each sampled once and scored; kept as traces of the phases
     `eval_base` and `eval_trained`."""
     from posttrain.gpu.generate import generate_job
-    from posttrain.rewards.guards import checked_scores
+    from posttrain.rewards.guards import score_rows
 
     job = {
         "prompts": [r["prompt"] for r in rows],
@@ -140,10 +140,9 @@ def evaluation_pass(
         "template_kwargs": spec.model.template_kwargs(),
     }
     out = generate_job(run_dir.parent, run_dir.name, job)
-    columns = {k: [r.get(k) for r in rows] for k in rows[0] if k != "prompt"}
     for arm, completions in (("base", out["base"][0]), ("trained", out["trained"])):
         texts = [c[0] for c in completions]
-        scores = checked_scores(reward, texts, prompts=[r["prompt"] for r in rows], **columns)
+        scores = score_rows(reward, texts, rows)
         traces = [
             {
                 "step": step,
@@ -160,16 +159,15 @@ def evaluation_pass(
         reporter.trace(step, traces, phase=f"eval_{arm}")
 
 
-def train_with_resume(train_args: tuple, dry: DryRun) -> Any:
+def train_with_resume(job: Any, dry: DryRun) -> Any:
     """Train to the last step but one, stop with a checkpoint as an interrupted run would,
     then resume from it in a fresh trainer for the last step."""
     from posttrain.gpu.trainers import train_phase
 
-    spec, out, reporter = train_args[0], train_args[4], train_args[5]
-    a = spec.algorithm
+    a = job.spec.algorithm
     first = a.steps - RESUME_STEPS
-    trainer = train_phase(*train_args, extra_callbacks=(stop_after(first),))
-    checkpoint = out / f"checkpoint-{first}"
+    trainer = train_phase(job, extra_callbacks=(stop_after(first),))
+    checkpoint = job.out / f"checkpoint-{first}"
     if trainer.state.global_step != first or not checkpoint.is_dir():
         raise RuntimeError(
             f"the dry run stopped at step {trainer.state.global_step} and saved "
@@ -181,9 +179,9 @@ def train_with_resume(train_args: tuple, dry: DryRun) -> Any:
         f"{a.kind.upper()} ({lora}) on the stand-in: the proof step and steps 2-{first} "
         f"trained; the reward scored every completion; checkpoint-{first} saved"
     )
-    reporter.check_cancel()
-    reporter.stage("resume_check")
-    trainer = train_phase(*train_args, resume=str(checkpoint), proof=False)
+    job.reporter.check_cancel()
+    job.reporter.stage("resume_check")
+    trainer = train_phase(job, resume=str(checkpoint), proof=False)
     dry.saw(
         f"a fresh trainer resumed from checkpoint-{first} and trained to step "
         f"{trainer.state.global_step}"

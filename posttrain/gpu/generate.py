@@ -61,22 +61,22 @@ def sample(
 def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
     """The run's base model and tokenizer, and whether its result is a LoRA adapter.
 
-    The base is what training started from: the warm-start model when there was one, else
-    the spec's model. A LoRA run's trained arm is the base with final/ attached; a full
-    fine-tune's trained arm is the weights in final/.
+    The base is what training started from (posttrain.gpu.train.start_model: the run's
+    warm-start, else the base its launch decided, following resume chains). A LoRA run's
+    trained arm is the base with final/ attached; a full fine-tune's is the weights in final/.
     """
     from pathlib import Path
 
     from transformers import AutoModelForCausalLM
 
-    from posttrain.gpu.train import load_tokenizer, resolve_model
+    from posttrain.gpu.train import load_tokenizer, start_model
     from posttrain.gpu.trainers import Device
     from posttrain.runs.layout import SPEC
     from posttrain.spec import load_spec
 
     run_dir = Path(run_dir)
     spec = load_spec(run_dir / SPEC)
-    base_path = run_dir / "warmstart" if (run_dir / "warmstart").is_dir() else resolve_model(spec)
+    base_path = start_model(run_dir, spec)
     device = Device.detect()
     model = AutoModelForCausalLM.from_pretrained(str(base_path), **device.model_kwargs())
     model.to("cuda" if device.cuda else "cpu")

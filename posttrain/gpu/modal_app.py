@@ -40,6 +40,7 @@ HF_CACHE_MOUNT = "/hf-cache"
 MINUTES = 60
 MAX_TIMEOUT_S = 24 * 60 * MINUTES
 COMMIT_EVERY_S = 30  # the trainer's events reach the Volume (and the launcher) this often
+TRAIN_RETRIES = 2  # restarts of a training input after a preemption or a crash
 
 app = modal.App(APP_NAME)
 
@@ -113,15 +114,19 @@ class VolumeCommitter:
         self.commit()
 
 
-def run_training(run_id: str, spec_json: str, gpu_count: int = 1) -> str:
-    """The body of `train_run`: write the spec into the run directory and train there."""
+def run_training(run_id: str, spec_json: str, gpu_count: int = 1, run_json: str = "{}") -> str:
+    """The body of `train_run`: write the spec and the launch's run.json (its base model and
+    resume point) into the run directory and train there. A restarted input (Modal retries
+    it after a preemption or a crash) finds its own folder and resumes from its own last
+    checkpoint, never from step 0."""
     from posttrain.gpu.train import train
-    from posttrain.runs.layout import SPEC, check_run_id
-    from posttrain.spec import load_spec
+    from posttrain.runs.layout import RUN_META, SPEC, check_run_id
 
     run_dir = runs_root() / check_run_id(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SPEC).write_text(spec_json, encoding="utf-8")
+    if not (run_dir / SPEC).is_file():  # a restart keeps what the first attempt wrote
+        (run_dir / SPEC).write_text(spec_json, encoding="utf-8")
+        (run_dir / RUN_META).write_text(run_json, encoding="utf-8")
     # The spec names uploaded inputs relative to the run directory (inputs/...).
     with contextlib.chdir(run_dir), VolumeCommitter():
         if gpu_count > 1:
@@ -138,7 +143,7 @@ def run_training(run_id: str, spec_json: str, gpu_count: int = 1) -> str:
             ]
             code = subprocess.run(command, check=False).returncode
             return "succeeded" if code == 0 else "failed"
-        return train(load_spec(spec_json), run_dir)
+        return train(run_dir)
 
 
 def run_generation(run_id: str, job_json: str) -> str:
@@ -157,10 +162,12 @@ def run_generation(run_id: str, job_json: str) -> str:
     timeout=MAX_TIMEOUT_S,
     secrets=secrets,
     volumes={RUNS_MOUNT: runs_volume, HF_CACHE_MOUNT: hf_volume},
+    # a preempted or crashed container is retried; run_training resumes from the checkpoint
+    retries=modal.Retries(max_retries=TRAIN_RETRIES, initial_delay=10.0, backoff_coefficient=2.0),
 )
-def train_run(run_id: str, spec_json: str, gpu_count: int = 1) -> str:
+def train_run(run_id: str, spec_json: str, gpu_count: int = 1, run_json: str = "{}") -> str:
     """Train one run (GPU type, count and timeout are set per call with .with_options)."""
-    return run_training(run_id, spec_json, gpu_count)
+    return run_training(run_id, spec_json, gpu_count, run_json)
 
 
 @app.function(

@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
-from posttrain.runs.layout import CANCEL_REQUEST, EventWriter
+from posttrain.runs.layout import CANCEL_REQUEST, TIMEOUT_REQUEST, EventWriter
 from posttrain.spec import TraceSpec
 
 HEARTBEAT_S = 10.0
@@ -60,9 +60,22 @@ class Reporter:
         signal.signal(signal.SIGTERM, on_term)
 
     def should_stop(self) -> bool:
+        """Asked to stop: a cancel (SIGTERM or cancel.request) or the run's timeout."""
         if not self.cancel_requested and (self.run_dir / CANCEL_REQUEST).exists():
             self.cancel_requested = True
-        return self.cancel_requested
+        return self.cancel_requested or self.timed_out is not None
+
+    @property
+    def timed_out(self) -> str | None:
+        """'timeout after N s ...' once the supervisor stopped the run at compute.timeout_s."""
+        path = self.run_dir / TIMEOUT_REQUEST
+        if not path.exists():
+            return None
+        try:
+            limit = json.loads(path.read_text())["timeout_s"]
+        except (OSError, ValueError, KeyError, TypeError):
+            limit = "?"
+        return f"timeout after {limit} s (compute.timeout_s)"
 
     def check_cancel(self) -> None:
         if self.should_stop():
@@ -296,8 +309,11 @@ class ReportingCallback(TrainerCallback):
             self.reporter.stage("training")
         if self.on_step is not None:
             self.on_step(state.global_step)
-        if self.reporter.should_stop():
-            self.reporter.log(f"stop requested: stopping after step {state.global_step}")
+        from posttrain.gpu.ranks import agreed
+
+        if agreed(self.reporter.should_stop()):
+            why = self.reporter.timed_out or "stop requested"
+            self.reporter.log(f"{why}: stopping after step {state.global_step}")
             control.should_training_stop = True
             control.should_save = True
         return control

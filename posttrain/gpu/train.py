@@ -22,19 +22,20 @@ from typing import Any
 
 from posttrain.dataset import Prepared, prepare
 from posttrain.errors import ConfigError
+from posttrain.gpu.ranks import SilentReporter, rank
 from posttrain.gpu.reporter import (
     Cancelled,
     Reporter,
     quiet_libraries,
     spread,
 )
-from posttrain.gpu.trainers import Device, train_phase, warmstart
+from posttrain.gpu.trainers import Device, Job, train_phase, warmstart
 from posttrain.paths import expand
 from posttrain.rewards.base import Reward
-from posttrain.rewards.guards import checked_scores
+from posttrain.rewards.guards import score_rows
 from posttrain.rewards.probes import Distribution
 from posttrain.rewards.registry import get_reward
-from posttrain.runs.layout import HOLDOUT, SPEC
+from posttrain.runs.layout import HOLDOUT, RUN_META, SPEC, check_run_id, read_json
 from posttrain.spec import RunSpec, load_spec
 
 PROMPT_OVERFLOW_TOLERANCE = 0.01  # share of prompts over the limit that are dropped, not refused
@@ -126,15 +127,12 @@ def check_reward_signal(spec: RunSpec, data: Prepared, reward: Reward) -> None:
     """A reward that scores references, echoed prompts and empty answers all alike reads the
     wrong field (or nothing): GRPO would learn nothing from it."""
     rows = [data.train[i] for i in spread(len(data.train), 32)]
-    columns = {k: [r.get(k) for r in rows] for k in rows[0] if k not in ("prompt", "completion")}
     references = [
         str(r.get("reference") or r.get(spec.dataset.reference_column or "") or "") for r in rows
     ]
     values: list[float] = []
     for responses in (references, [r["prompt_text"] for r in rows], [""] * len(rows)):
-        values += checked_scores(
-            reward, responses, prompts=[r["prompt"] for r in rows], **columns
-        ).rewards
+        values += score_rows(reward, responses, rows).rewards
     degenerate = Distribution.of(values).degenerate
     if degenerate:
         raise ConfigError(
@@ -144,14 +142,19 @@ def check_reward_signal(spec: RunSpec, data: Prepared, reward: Reward) -> None:
         )
 
 
-def train(spec: RunSpec, run_dir: Path) -> str:
-    """Run the spec's training in run_dir; returns the final status. Never raises for a run
-    that failed: the failure is in the events, with its cause."""
-    reporter = Reporter(run_dir)
+def train(run_dir: Path, spec: RunSpec | None = None) -> str:
+    """Run the training of run_dir (its spec.json, unless `spec` is given); returns the
+    final status. Never raises for a run that failed: the failure is in the events, with
+    its cause."""
+    spec = spec or load_spec(run_dir / SPEC)
+    reporter = Reporter(run_dir) if rank() == 0 else SilentReporter(run_dir)
     reporter.install_signal_handlers()
     try:
         return _train(spec, run_dir, reporter)
     except Cancelled:
+        if reporter.timed_out:
+            reporter.result("failed", cause=f"{reporter.timed_out}, before training finished")
+            return "failed"
         reporter.result("cancelled", cause="cancelled before training finished")
         return "cancelled"
     except Exception as exc:
@@ -166,13 +169,14 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     a = spec.algorithm
     reporter.stage("preparing")
     data = prepare(spec.dataset, a.kind)
-    _write_rows(run_dir / HOLDOUT, data.holdout)
+    if rank() == 0:
+        _write_rows(run_dir / HOLDOUT, data.holdout)
     reward = get_reward(spec.reward.name, spec.reward.params)
     reporter.check_cancel()
 
     reporter.stage("loading_model")
     device = Device.detect()
-    model_path = resolve_model(spec)
+    model_path = base_model(run_dir, spec)
     loaded = tokenizer_for(spec)
     tokenizer = loaded.tokenizer
     reporter.log(f"tokenizer: {loaded.described}")
@@ -192,35 +196,46 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         dry.saw(f"your data and template: {checked}; tokenizer: {loaded.described}")
     reporter.check_cancel()
 
-    resume = None
-    if spec.resume_from:
-        resume, base = resume_source(spec, run_dir)
-        model_path = base or model_path
+    resume = resume_point(run_dir, spec)
+    if resume is not None:
+        if (run_dir / "warmstart").is_dir():  # a restart of this run after its warm-start
+            model_path = str(run_dir / "warmstart")
         reporter.log(
-            f"resuming run {spec.resume_from} from {resume} (model {model_path}); "
-            f"training continues at step {checkpoint_step(resume) + 1}"
+            f"resuming from {resume} (model {model_path}); training continues at step "
+            f"{checkpoint_step(resume) + 1}"
         )
     elif a.kind == "grpo" and a.warmstart:
-        model_path = warmstart(spec, model_path, tokenizer, data, run_dir, reporter, device, reward)
+        warm = Job(spec, model_path, tokenizer, data.train, run_dir, reporter, device, reward)
+        model_path = warmstart(warm, run_dir)
         if dry:
             dry.saw(f"the SFT warm-start ({a.warmstart.steps} steps) and its merged model")
 
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
-    train_args = (spec, model_path, tokenizer, data.train, out, reporter, device, reward)
+    job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward)
     if dry:
         from posttrain.gpu.dryrun import train_with_resume
 
-        trainer = train_with_resume(train_args, dry)
+        trainer = train_with_resume(job, dry)
     else:
-        trainer = train_phase(*train_args, resume=resume)
+        trainer = train_phase(job, resume=resume)
 
     reporter.stage("saving")
     final = run_dir / "final"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(str(final))
+    trainer.save_model(str(final))  # the main process only, under data parallel
+    if rank() == 0:
+        tokenizer.save_pretrained(str(final))
     step = trainer.state.global_step
     reporter.checkpoint(step, final)
+    if reporter.timed_out and step < a.steps:
+        reporter.result(
+            "failed",
+            cause=f"{reporter.timed_out}: stopped after step {step} of {a.steps}; the model so "
+            f"far is in final/ (raise compute.timeout_s, or resume_from this run)",
+            step=step,
+            path="final",
+        )
+        return "failed"
     if reporter.should_stop() and step < a.steps:
         reporter.result(
             "cancelled", cause=f"cancelled by request after step {step}", step=step, path="final"
@@ -254,20 +269,38 @@ def checkpoint_step(path: str | Path) -> int:
     return int(Path(path).name.rsplit("-", 1)[1])
 
 
-def resume_source(spec: RunSpec, run_dir: Path) -> tuple[str, str | None]:
-    """The last checkpoint of the run to resume, and its base model folder (the warm-start
-    output when it had one, so the policy and the KL reference start where they did)."""
-    source = run_dir.parent / str(spec.resume_from)
-    if not source.is_dir():
-        raise ConfigError(f"resume_from: run '{spec.resume_from}' is not in {run_dir.parent}")
-    checkpoints = sorted((source / "checkpoints").glob("checkpoint-*"), key=checkpoint_step)
-    if not checkpoints:
+def base_model(run_dir: Path, spec: RunSpec) -> str:
+    """What this run's training starts from, as its launch decided (run.json `base`, which
+    follows resume chains): a folder of an earlier run, or the spec's own model."""
+    base = read_json(run_dir / RUN_META).get("base") or {}
+    if base.get("run_id"):
+        return str(run_dir.parent / check_run_id(base["run_id"]) / (base.get("folder") or "final"))
+    return resolve_model(spec)
+
+
+def start_model(run_dir: Path, spec: RunSpec) -> str:
+    """What the main phase starts from, and so evaluate's base arm: this run's own warm-start
+    when it had one, else its base model."""
+    warm = run_dir / "warmstart"
+    return str(warm) if warm.is_dir() else base_model(run_dir, spec)
+
+
+def resume_point(run_dir: Path, spec: RunSpec) -> str | None:
+    """The checkpoint training continues from: this run's own last one when it was
+    restarted (Modal retries a preempted input), else the one its launch chose to resume
+    (run.json `resume`), else None."""
+    own = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=checkpoint_step)
+    if own:
+        return str(own[-1])
+    resume = read_json(run_dir / RUN_META).get("resume")
+    if resume:
+        return str(run_dir.parent / check_run_id(resume["run_id"]) / resume["checkpoint"])
+    if spec.resume_from:
         raise ConfigError(
-            f"resume_from: run '{spec.resume_from}' saved no checkpoint (save_every 0, or it "
-            f"stopped before the first save); start a new run instead"
+            f"resume_from {spec.resume_from}: this run's launch chose no checkpoint (run.json "
+            f"has no resume); launch it through posttrain, which resolves one"
         )
-    base = source / "warmstart"
-    return str(checkpoints[-1]), str(base) if base.is_dir() else None
+    return None
 
 
 def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -284,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_dir = Path(args[0])
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    status = train(load_spec(run_dir / SPEC), run_dir)
+    status = train(run_dir)
     return 0 if status in ("succeeded", "cancelled") else 1
 
 

@@ -7,12 +7,13 @@ callbacks (metrics, proof step, traces, cancellation).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.dataset import Prepared
+from posttrain.gpu.ranks import rank
 from posttrain.gpu.reporter import (
     Reporter,
     ReportingCallback,
@@ -21,7 +22,7 @@ from posttrain.gpu.reporter import (
     trace_steps,
 )
 from posttrain.rewards.base import Reward
-from posttrain.rewards.guards import checked_scores
+from posttrain.rewards.guards import score_rows
 from posttrain.spec import RunSpec
 
 
@@ -49,22 +50,54 @@ class Device:
         return {"dtype": torch.bfloat16 if self.bf16 else torch.float32}
 
 
+@dataclass
+class Job:
+    """What one training phase works on: the spec, where the model starts, its tokenizer and
+    rows, where checkpoints go, and who it reports to."""
+
+    spec: RunSpec
+    model_path: str
+    tokenizer: Any
+    rows: list[dict[str, Any]]
+    out: Path
+    reporter: Reporter
+    device: Device
+    reward: Reward | None
+
+    def but(self, **changes: Any) -> Job:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SftSettings:
+    phase: str  # train or warmstart: what the metrics and traces are filed under
+    steps: int
+    learning_rate: float
+    batch_size: int
+    scheduler: str
+    lora: bool
+
+
+def common_config(job: Job, steps: int, save: bool) -> dict[str, Any]:
+    """The TrainingArguments GRPO and SFT share."""
+    a = job.spec.algorithm
+    return {
+        "output_dir": str(job.out),
+        "max_steps": steps,
+        "logging_steps": 1,
+        "save_strategy": "steps" if save and a.save_every else "no",
+        "save_steps": a.save_every or 1,
+        "report_to": [],
+        "disable_tqdm": True,
+        "seed": a.seed,
+        "model_init_kwargs": job.device.model_kwargs(),
+        **job.device.trainer_kwargs(),
+    }
+
+
 def run_sft(
-    spec: RunSpec,
-    model_path: str,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    out: Path,
-    reporter: Reporter,
-    device: Device,
-    *,
-    phase: str,
-    steps: int,
-    learning_rate: float,
-    batch_size: int,
-    scheduler: str,
-    lora: bool,
-    reward: Reward | None,
+    job: Job,
+    settings: SftSettings,
     resume: str | None = None,
     extra_callbacks: tuple[Any, ...] = (),
     proof: bool = True,
@@ -73,6 +106,8 @@ def run_sft(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    spec, rows, tokenizer = job.spec, job.rows, job.tokenizer
+    phase, steps = settings.phase, settings.steps
     a = spec.algorithm
     keep = (
         ("prompt", "completion", "tools") if spec.dataset.tools_column else ("prompt", "completion")
@@ -82,38 +117,27 @@ def run_sft(
     extra = {"chat_template_kwargs": template} if template else {}
     dataset = Dataset.from_list([{**{k: r[k] for k in keep}, **extra} for r in rows])
     config = SFTConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=batch_size,
-        learning_rate=learning_rate,
-        lr_scheduler_type=scheduler,
-        max_steps=steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type=settings.scheduler,
         max_length=a.max_prompt_length + a.max_completion_length,
         completion_only_loss=True,
-        logging_steps=1,
-        save_strategy="steps" if a.save_every and phase == "train" else "no",
-        save_steps=a.save_every or 1,
-        report_to=[],
-        disable_tqdm=True,
-        seed=a.seed,
-        model_init_kwargs=device.model_kwargs(),
-        **device.trainer_kwargs(),
+        **common_config(job, steps, save=phase == "train"),
     )
     sample_rows = rows[: a.traces.samples]
     steps_to_trace = trace_steps(a.traces, steps)
 
     def trace_step(step: int) -> None:
         if step in steps_to_trace:
-            trace_samples(
-                spec, trainer.model, tokenizer, sample_rows, reward, reporter, step, phase
-            )
+            trace_samples(job, trainer.model, sample_rows, step, phase)
 
-    callback = ReportingCallback(reporter, phase, on_step=trace_step, proof=proof)
+    callback = ReportingCallback(job.reporter, phase, on_step=trace_step, proof=proof)
     trainer = SFTTrainer(
-        model=model_path,
+        model=job.model_path,
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=lora_config(spec) if lora else None,
+        peft_config=lora_config(spec) if settings.lora else None,
         callbacks=[callback, *extra_callbacks],
     )
     _silence_printer(trainer)
@@ -121,19 +145,11 @@ def run_sft(
     return trainer
 
 
-def trace_samples(
-    spec: RunSpec,
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    reward: Reward | None,
-    reporter: Reporter,
-    step: int,
-    phase: str,
-) -> None:
+def trace_samples(job: Job, model: Any, rows: list[dict[str, Any]], step: int, phase: str) -> None:
     """Sample one completion per row and keep it as a trace (SFT has no rollouts of its own)."""
     from posttrain.gpu.generate import sample
 
+    spec, tokenizer = job.spec, job.tokenizer
     completions = sample(
         model,
         tokenizer,
@@ -147,14 +163,11 @@ def trace_samples(
     render = renderer(tokenizer, spec.model.template_kwargs())
     rewards: list[float | None] = [None] * len(rows)
     components: list[dict[str, float]] = [{} for _ in rows]
-    if reward is not None:
-        columns = {
-            k: [r.get(k) for r in rows] for k in rows[0] if k not in ("prompt", "completion")
-        }
-        scores = checked_scores(reward, completions, prompts=[r["prompt"] for r in rows], **columns)
+    if job.reward is not None:
+        scores = score_rows(job.reward, completions, rows)
         rewards = list(scores.rewards)
         components = [scores.row(i) for i in range(len(rows))]
-    reporter.trace(
+    job.reporter.trace(
         step,
         [
             {
@@ -189,14 +202,7 @@ def lora_config(spec: RunSpec) -> Any:
 
 
 def run_grpo(
-    spec: RunSpec,
-    model_path: str,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    out: Path,
-    reporter: Reporter,
-    device: Device,
-    reward: Reward,
+    job: Job,
     resume: str | None = None,
     extra_callbacks: tuple[Any, ...] = (),
     proof: bool = True,
@@ -204,10 +210,14 @@ def run_grpo(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    spec, tokenizer, reporter = job.spec, job.tokenizer, job.reporter
+    assert job.reward is not None
     a = spec.algorithm
-    dataset = Dataset.from_list([{k: v for k, v in r.items() if k != "completion"} for r in rows])
+    dataset = Dataset.from_list(
+        [{k: v for k, v in r.items() if k != "completion"} for r in job.rows]
+    )
     tracing = TracingReward(
-        reward,
+        job.reward,
         reporter,
         trace_steps(a.traces, a.steps),
         a.traces.samples,
@@ -215,7 +225,6 @@ def run_grpo(
         render=renderer(tokenizer, spec.model.template_kwargs()),
     )
     config = GRPOConfig(
-        output_dir=str(out),
         per_device_train_batch_size=a.batch_size,
         num_generations=a.num_generations,
         max_completion_length=a.max_completion_length,
@@ -223,20 +232,12 @@ def run_grpo(
         learning_rate=a.learning_rate,
         lr_scheduler_type=a.lr_scheduler,
         beta=a.beta,
-        max_steps=a.steps,
-        logging_steps=1,
-        save_strategy="steps" if a.save_every else "no",
-        save_steps=a.save_every or 1,
-        report_to=[],
-        disable_tqdm=True,
-        seed=a.seed,
-        model_init_kwargs=device.model_kwargs(),
         chat_template_kwargs=spec.model.template_kwargs(),
         remove_unused_columns=False,
-        **device.trainer_kwargs(),
+        **common_config(job, a.steps, save=True),
     )
     trainer = GRPOTrainer(
-        model=model_path,
+        model=job.model_path,
         reward_funcs=[tracing],
         args=config,
         train_dataset=dataset,
@@ -260,81 +261,44 @@ def _silence_printer(trainer: Any) -> None:
 
 
 def train_phase(
-    spec: RunSpec,
-    model_path: str,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    out: Path,
-    reporter: Reporter,
-    device: Device,
-    reward: Reward,
+    job: Job,
     resume: str | None = None,
     extra_callbacks: tuple[Any, ...] = (),
     proof: bool = True,
 ) -> Any:
     """The spec's training (GRPO or SFT), from `resume` when given; returns the trainer."""
-    a = spec.algorithm
+    a = job.spec.algorithm
     more = {"resume": resume, "extra_callbacks": extra_callbacks, "proof": proof}
     if a.kind == "grpo":
-        return run_grpo(spec, model_path, tokenizer, rows, out, reporter, device, reward, **more)
-    return run_sft(
-        spec,
-        model_path,
-        tokenizer,
-        rows,
-        out,
-        reporter,
-        device,
-        phase="train",
-        steps=a.steps,
-        learning_rate=a.learning_rate,
-        batch_size=a.batch_size,
-        scheduler=a.lr_scheduler,
-        lora=a.lora is not None,
-        reward=reward,
-        **more,
+        return run_grpo(job, **more)
+    settings = SftSettings(
+        "train", a.steps, a.learning_rate, a.batch_size, a.lr_scheduler, a.lora is not None
     )
+    return run_sft(job, settings, **more)
 
 
-def warmstart(
-    spec: RunSpec,
-    model_path: str,
-    tokenizer: Any,
-    data: Prepared,
-    run_dir: Path,
-    reporter: Reporter,
-    device: Device,
-    reward: Reward,
-) -> str:
-    """The SFT pass before GRPO; returns the folder of the model GRPO starts from."""
-    reporter.stage("warmstart")
-    a = spec.algorithm
+def warmstart(job: Job, run_dir: Path) -> str:
+    """The SFT pass before GRPO, on the rows' targets; returns the folder of the model GRPO
+    starts from."""
+    job.reporter.stage("warmstart")
+    a = job.spec.algorithm
     ws = a.warmstart
     assert ws is not None
-    trainer = run_sft(
-        spec,
-        model_path,
-        tokenizer,
-        _as_sft(data.train, spec),
-        run_dir / "warmstart-work",
-        reporter,
-        device,
-        phase="warmstart",
-        steps=ws.steps,
-        learning_rate=ws.learning_rate,
-        batch_size=ws.batch_size,
-        scheduler="cosine",
-        lora=a.lora is not None,
-        reward=reward,
+    settings = SftSettings(
+        "warmstart", ws.steps, ws.learning_rate, ws.batch_size, "cosine", a.lora is not None
     )
+    warm = job.but(rows=_as_sft(job.rows, job.spec), out=run_dir / "warmstart-work")
+    trainer = run_sft(warm, settings)
     path = str(run_dir / "warmstart")
     # GRPO loads a plain model folder (its reference model comes from the same folder),
     # so a LoRA warm-start is merged into the weights first.
     model = trainer.model.merge_and_unload() if a.lora else trainer.model
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    shutil.rmtree(run_dir / "warmstart-work", ignore_errors=True)
-    reporter.check_cancel()
+    if rank() == 0:  # under data parallel the main process writes, the others wait for it
+        model.save_pretrained(path)
+        job.tokenizer.save_pretrained(path)
+        shutil.rmtree(run_dir / "warmstart-work", ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    job.reporter.check_cancel()
     return path
 
 

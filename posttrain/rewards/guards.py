@@ -99,6 +99,17 @@ def checked_scores(reward: Reward, completions: Sequence[Any], **columns: Any) -
     return scores
 
 
+def score_rows(
+    reward: Reward, completions: Sequence[Any], rows: Sequence[dict[str, Any]]
+) -> Scores:
+    """checked_scores for completions of shaped dataset rows (one row per completion): the
+    prompts, and every column of the rows by name, as TRL would pass them."""
+    columns = {
+        key: [r.get(key) for r in rows] for key in rows[0] if key not in ("prompt", "completion")
+    }
+    return checked_scores(reward, completions, prompts=[r["prompt"] for r in rows], **columns)
+
+
 @dataclass(frozen=True)
 class Guarded:
     """A reward as TRL calls it, with the guards applied. Picklable when the reward is."""

@@ -74,11 +74,6 @@ def verse_lines(text: str) -> list[str]:
     return lines
 
 
-def line_words(line: str) -> list[str]:
-    """The words of a line, lower-cased ("Well-known, isn't it?" -> well known isn't it)."""
-    return [w.lower() for w in WORD.findall(line)]
-
-
 def end_word(line: str) -> str | None:
     """The last word of a line, or None when the line ends in a number or symbol.
 

@@ -1,9 +1,13 @@
 """The run directory: the source of truth for a run. Everything else is rebuilt from it.
 
     $POSTTRAIN_HOME/runs/<run_id>/
-      run.json            who started the run, where, how: run_id, spec_id, backend, model,
-                          created_at, and the backend's handle (pids locally, a call id on
-                          Modal). Rewritten atomically; never holds secrets.
+      run.json            the launch's plan and the backend's handle: run_id, spec_id,
+                          backend, created_at, seq (launch order), status (reserved, then
+                          submitted), idempotency_key, approved_by, the costs approved, base
+                          (what training starts from, following resume chains) and resume
+                          (the checkpoint it continues from), then the handle (pids locally,
+                          a call id on Modal). The trainer and evaluate read base and resume
+                          here. Rewritten atomically; never holds secrets.
       spec.json           the resolved RunSpec, written before the trainer starts
       events.jsonl        append-only, one JSON object per line, written by the trainer:
                             {"t": unix_s, "type": "stage",      "stage": "training"}
@@ -34,6 +38,7 @@
       stdout.log          the trainer's own output (local backend)
       process.json        the local supervisor's pid, the trainer's pid and exit code
       cancel.request      present once someone asked the run to stop
+      timeout.request     present once the local supervisor stopped the run at its timeout
 
 A line is written with one append, so a reader sees whole lines; a process killed mid-write
 can leave a torn last line, which readers skip and report and writers close with a newline.
@@ -41,6 +46,7 @@ can leave a torn last line, which readers skip and report and writers close with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -58,6 +64,7 @@ from posttrain.secrets import redact, redact_value, secret_values
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,63}$")
 EVENTS, RUN_META, SPEC, HOLDOUT = "events.jsonl", "run.json", "spec.json", "holdout.jsonl"
 CANCEL_REQUEST, STDOUT, PROCESS = "cancel.request", "stdout.log", "process.json"
+TIMEOUT_REQUEST = "timeout.request"  # the local supervisor's: compute.timeout_s has passed
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 
@@ -212,8 +219,33 @@ def record_end(directory: Path, cause: str, **final: Any) -> None:
 
 
 def has_result(directory: Path) -> bool:
-    """Whether the run has ended (a result event is written)."""
-    return any(e.get("type") == "result" for e in iter_events(directory))
+    """Whether the run has ended (a result event is written). Incremental: each call reads
+    only what was appended since the last one (pollers call this often on long logs)."""
+    path = directory / EVENTS
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return False
+    inode, offset, found = _RESULT_SCAN.get(path, (stat.st_ino, 0, False))
+    if inode != stat.st_ino or stat.st_size < offset:  # replaced (a mirror) or truncated
+        offset, found = 0, False
+    if not found and stat.st_size > offset:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        for line in complete.splitlines():
+            if b'"type":"result"' in line:
+                with contextlib.suppress(ValueError):
+                    found = found or json.loads(line).get("type") == "result"
+        offset += len(complete)
+    _RESULT_SCAN[path] = (stat.st_ino, offset, found)
+    if len(_RESULT_SCAN) > 4096:
+        _RESULT_SCAN.pop(next(iter(_RESULT_SCAN)))
+    return found
+
+
+_RESULT_SCAN: dict[Path, tuple[int, int, bool]] = {}  # events file -> (inode, offset, found)
 
 
 def iter_events(directory: Path) -> Iterator[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The local backend: the trainer as a detached subprocess on this machine, at no cost.
 
-start() writes the run directory (spec.json, run.json) and launches the supervisor in a new
-session, so the run outlives the CLI or server that started it; it returns at once.
+submit() launches the supervisor of a reserved run (its folder, spec.json and run.json are
+made at reserve time, posttrain.runs.backend) in a new session, so the run outlives the CLI
+or server that started it; it returns at once.
 The supervisor starts the trainer and records how it ended (posttrain.runs.supervisor).
 Liveness comes from the recorded pids (checked against their start times, so a recycled pid
 is not mistaken for the run) and the heartbeat in events.jsonl.
@@ -19,22 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import BackendError
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
     RUN_META,
-    SPEC,
     has_result,
-    new_run_id,
     process_alive,
     process_start,
     read_json,
     record_end,
     runs_root,
-    write_json_atomic,
 )
-from posttrain.spec import RunSpec
 
 CANCEL_GRACE_S = 20.0  # time a trainer gets to stop after its step before SIGKILL
 
@@ -46,33 +42,9 @@ class LocalBackend:
         self.root = root or runs_root()
         self._children: dict[str, subprocess.Popen] = {}  # reaped on poll: no zombies
 
-    def start(self, spec: RunSpec, run_id: str | None = None, **meta: Any) -> str:
-        run_id = run_id or new_run_id()
-        try:
-            return self._start(spec, run_id, meta)
-        except FileExistsError:  # another run's directory: never remove it
-            raise BackendError(f"run id {run_id} is taken; start again for a fresh id") from None
-        except OSError as exc:  # a full or read-only disk: say so, leave nothing half-made
-            shutil.rmtree(self.root / run_id, ignore_errors=True)
-            raise BackendError(
-                f"cannot create the run directory in {self.root}: {exc.strerror or exc}; free "
-                f"disk space or make it writable (or set POSTTRAIN_HOME elsewhere); nothing "
-                f"was started"
-            ) from None
-
-    def _start(self, spec: RunSpec, run_id: str, meta: dict[str, Any]) -> str:
-        run_dir = self.root / run_id
-        run_dir.mkdir(parents=True, exist_ok=False)
-        (run_dir / SPEC).write_text(spec.to_json(), encoding="utf-8")
-        record = {
-            "run_id": run_id,
-            "spec_id": spec.spec_id,
-            "backend": self.name,
-            "created_at": time.time(),
-            "cwd": os.getcwd(),
-            **meta,
-        }
-        write_json_atomic(run_dir / RUN_META, record)
+    def submit(self, plan: Any, run_dir: Path) -> dict[str, Any]:
+        """Start the run's supervisor in its own session (it outlives this process); the
+        run folder was made at reserve time."""
         with (run_dir / "supervisor.log").open("ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "posttrain.runs.supervisor", str(run_dir)],
@@ -80,11 +52,19 @@ class LocalBackend:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: cancel reaches all of it
+                cwd=os.getcwd(),
             )
-        self._children[run_id] = child
-        record.update(supervisor_pid=child.pid, supervisor_start=process_start(child.pid))
-        write_json_atomic(run_dir / RUN_META, record)
-        return run_id
+        self._children[run_dir.name] = child
+        return {
+            "supervisor_pid": child.pid,
+            "supervisor_start": process_start(child.pid),
+            "cwd": os.getcwd(),
+        }
+
+    def withdraw(self, run_dir: Path, handle: dict[str, Any]) -> None:
+        """Kill a supervisor (and its trainer) whose start could not be recorded."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(handle["supervisor_pid"], signal.SIGKILL)
 
     def _reap(self) -> None:
         for run_id, child in list(self._children.items()):
@@ -133,7 +113,6 @@ class LocalBackend:
 
     def pull(self, run_dir: Path, out: Path) -> list[Path]:
         """Copy the run's final adapter (or weights) to `out`."""
-        import shutil
 
         from posttrain.errors import NotFoundError
 

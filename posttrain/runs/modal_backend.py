@@ -1,13 +1,13 @@
 """The Modal backend: runs spawned on Modal GPUs, followed through the Volume and the call.
 
-start() uploads the run's inputs (a local dataset file, a reward file) to the runs Volume,
-spawns the deployed `train_run` function with the spec's GPU and timeout, and records the
-FunctionCall id in run.json. The trainer writes the run directory on the Volume and commits
-it every 30 s; sync() mirrors its events and traces into the local run directory, where the
-index reads them like any local run. Status comes from the FunctionCall (finished, failed,
-timed out, cancelled) plus that directory; after a restart, runs are reconciled from the
-stored call ids. Cost so far = seconds since the spawn x price x GPU count (an upper bound:
-Modal bills from container start).
+submit() uploads a reserved run's inputs (a local dataset file, a reward file) to the runs
+Volume and spawns the deployed `train_run` function with the spec's GPU and timeout; the
+FunctionCall id is then recorded in run.json (posttrain.runs.backend). The trainer writes
+the run directory on the Volume and commits it every 30 s; sync() mirrors its events and
+traces into the local run directory, where the index reads them like any local run. Status
+comes from the FunctionCall (finished, failed, timed out, cancelled) plus that directory;
+after a restart, runs are reconciled from the stored call ids. Cost so far = seconds since
+the spawn x price x GPU count (an upper bound: Modal bills from container start).
 
 All Modal access goes through `self.sdk` (the `modal` module by default), so tests can stand
 a thin double in for FunctionCall, Function and Volume without network or tokens.
@@ -32,7 +32,6 @@ from posttrain.runs.layout import (
     RUN_META,
     SPEC,
     has_result,
-    new_run_id,
     read_json,
     runs_root,
     write_json_atomic,
@@ -106,34 +105,30 @@ class ModalBackend:
         return volume
 
     # -- start ----------------------------------------------------------------------------
-    def start(self, spec: RunSpec, run_id: str | None = None, **meta: Any) -> str:
+    def submit(self, plan: Any, run_dir: Path) -> dict[str, Any]:
+        """Upload the run's inputs and spawn the deployed function; the run folder (and the
+        ledger's reservation) exist already, so nothing spawned is unknown to posttrain."""
         self.check_configured()
+        spec = plan.spec
         gpu, count = parse_gpu(spec.gpu)
         fn = self._function()
         volume = self._volume()
-        run_id = run_id or new_run_id()
-        remote_spec = self._upload_inputs(spec, run_id, volume)
+        remote_spec = self._upload_inputs(spec, run_dir.name, volume)
+        meta = read_json(run_dir / RUN_META)
         call = fn.with_options(gpu=spec.gpu, timeout=spec.compute.timeout_s).spawn(
-            run_id, json.dumps(remote_spec), count
+            run_dir.name, json.dumps(remote_spec), count, json.dumps(meta)
         )
-        run_dir = self.root / run_id
-        run_dir.mkdir(parents=True, exist_ok=False)
-        (run_dir / SPEC).write_text(spec.to_json(), encoding="utf-8")
-        write_json_atomic(
-            run_dir / RUN_META,
-            {
-                "run_id": run_id,
-                "spec_id": spec.spec_id,
-                "backend": self.name,
-                "created_at": time.time(),
-                "call_id": call.object_id,
-                "gpu": gpu,
-                "gpu_count": count,
-                "usd_per_s": gpu_prices()[gpu],
-                **meta,
-            },
-        )
-        return run_id
+        return {
+            "call_id": call.object_id,
+            "gpu": gpu,
+            "gpu_count": count,
+            "usd_per_s": gpu_prices()[gpu],
+            "submitted_at": time.time(),
+        }
+
+    def withdraw(self, run_dir: Path, handle: dict[str, Any]) -> None:
+        """Cancel a spawned call that could not be recorded (it must not run unknown)."""
+        self.sdk.FunctionCall.from_id(handle["call_id"]).cancel(terminate_containers=True)
 
     def _upload_inputs(self, spec: RunSpec, run_id: str, volume: Any) -> dict[str, Any]:
         """Local files the spec names go to the Volume, under the run's inputs/; the remote
@@ -254,12 +249,6 @@ class ModalBackend:
         )
         return True
 
-    def alive(self, run_dir: Path) -> bool:
-        try:
-            return self.outcome(run_dir) is None
-        except Exception:  # unknown is not dead: never fail a run on a failed poll
-            return True
-
     def unreachable(self, run_dir: Path) -> str | None:
         meta = read_json(run_dir / RUN_META)
         if "unreachable_since" not in meta or has_result(run_dir):
@@ -301,7 +290,7 @@ class ModalBackend:
 
     def cost_usd(self, row: dict[str, Any]) -> float:
         meta = read_json(Path(row["run_dir"]) / RUN_META)
-        start = meta.get("created_at") or row.get("created_at")
+        start = meta.get("submitted_at") or meta.get("created_at") or row.get("created_at")
         if not start:
             return 0.0
         end = row.get("ended_at") or time.time()

@@ -29,6 +29,7 @@ from posttrain.runs.layout import (
 )
 
 POLL_S = 0.5
+SUBMIT_GRACE_S = 30.0  # a reserved run whose supervisor is being started still holds its place
 
 
 def max_local_runs() -> int:
@@ -47,21 +48,37 @@ def cpu_thread_env() -> dict[str, str]:
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
-def _waiting(run_dir: Path) -> bool:
-    """Queued: its supervisor lives, no trainer has started, no result is written."""
-    proc = read_json(run_dir / PROCESS)
-    if proc.get("trainer_pid") or has_result(run_dir):
+def _waiting(run_dir: Path, meta: dict) -> bool:
+    """Queued: no trainer has started and no result is written, and its supervisor lives,
+    or is still being started (a reserved run, submitted a moment ago)."""
+    if has_result(run_dir):
         return False
-    return process_alive(proc.get("supervisor_pid"), proc.get("supervisor_start"))
+    proc = read_json(run_dir / PROCESS)
+    if proc.get("trainer_pid"):
+        return False
+    if proc.get("supervisor_pid"):
+        return process_alive(proc.get("supervisor_pid"), proc.get("supervisor_start"))
+    if meta.get("supervisor_pid"):
+        return process_alive(meta.get("supervisor_pid"), meta.get("supervisor_start"))
+    fresh = time.time() - float(meta.get("created_at") or 0) < SUBMIT_GRACE_S
+    return meta.get("status") == "reserved" and fresh
+
+
+def _order(meta: dict, run_dir: Path) -> tuple[int, float, str]:
+    """Launch order: the ledger's sequence number, given at reserve time (then the creation
+    time and the id, for runs from before it)."""
+    return (int(meta.get("seq") or 0), float(meta.get("created_at") or 0), run_dir.name)
 
 
 def _earlier_waiting(run_dir: Path) -> bool:
-    mine = read_json(run_dir / RUN_META).get("created_at", 0)
+    mine = _order(read_json(run_dir / RUN_META), run_dir)
     for other in run_dir.parent.iterdir():
         if other == run_dir or not (other / RUN_META).is_file():
             continue
-        created = read_json(other / RUN_META).get("created_at", 0)
-        if (created, other.name) < (mine, run_dir.name) and _waiting(other):
+        meta = read_json(other / RUN_META)
+        if (meta.get("backend") or "local") != "local":
+            continue  # a Modal run does not take a local slot
+        if _order(meta, other) < mine and _waiting(other, meta):
             return True
     return False
 

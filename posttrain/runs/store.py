@@ -13,7 +13,6 @@ import contextlib
 import fcntl
 import json
 import sqlite3
-import statistics
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -30,7 +29,9 @@ from posttrain.runs.layout import (
     read_json,
     runs_root,
 )
-from posttrain.spec import dry_run_key, shape_key
+from posttrain.runs.measured import record
+from posttrain.runs.queries import Queries
+from posttrain.spec_keys import dry_run_key
 
 SCHEMA_VERSION = 2  # 2: dry runs, rendered prompts in traces, measured step times
 SCHEMA = """
@@ -77,7 +78,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 
 
-class Store:
+class Store(Queries):
     """A connection per thread (WAL lets readers and the writer overlap); safe to share."""
 
     def __init__(self, path: Path | None = None, root: Path | None = None) -> None:
@@ -230,7 +231,8 @@ class Store:
                         f"skipped a torn event line at byte {pos} of {EVENTS}",
                     )
                 if state["status"] in FINAL_STATUSES and row["status"] not in FINAL_STATUSES:
-                    self._measure(state, run_dir)
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        record(self.db, state, run_dir)  # odd metrics: no measurement
                 cols = [c for c in state if c != "run_id"]
                 self.db.execute(
                     f"UPDATE runs SET {', '.join(f'{c}=?' for c in cols)} WHERE run_id=?",
@@ -314,51 +316,6 @@ class Store:
                 f"run {s['status']}" + (f": {s['cause']}" if s["cause"] else ""),
             )
 
-    def _measure(self, s: dict[str, Any], run_dir: Path) -> None:
-        """A finished run's steady step time, start-up and peak memory, keyed by its shape,
-        for the next estimate of that shape (posttrain.tools.estimate)."""
-        rows = self.db.execute(
-            "SELECT phase, step, t, data FROM metrics WHERE run_id=? ORDER BY phase, step",
-            (s["run_id"],),
-        ).fetchall()
-        train = [(r["t"], json.loads(r["data"])) for r in rows if r["phase"] == "train"]
-        warm = [json.loads(r["data"]) for r in rows if r["phase"] == "warmstart"]
-        if not train:
-            return
-        times = [d["step_time_s"] for _, d in train if d.get("step_time_s")]
-        steady = times[2:] if len(times) >= 5 else times[1:] or times  # past the warm-up
-        first = min((r["t"], json.loads(r["data"])) for r in rows)
-        startup = (
-            first[0] - (first[1].get("step_time_s") or 0) - s["created_at"]
-            if s.get("created_at") and first[0]
-            else None
-        )
-        memory = [d["peak_memory_gb"] for _, d in train if d.get("peak_memory_gb")]
-        warm_times = [d["step_time_s"] for d in warm if d.get("step_time_s")]
-        self.db.execute(
-            "INSERT OR REPLACE INTO measured VALUES (?,?,?,?,?,?,?,?,?)",
-            (
-                s["run_id"],
-                json.dumps(shape_key(read_json(run_dir / SPEC)), sort_keys=True),
-                s["status"],
-                len(train),
-                statistics.median(steady) if steady else None,
-                statistics.median(warm_times[1:] or warm_times) if warm_times else None,
-                max(0.0, startup) if startup is not None else None,
-                max(memory) if memory else None,
-                s.get("ended_at"),
-            ),
-        )
-
-    def measured(self, shape: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
-        """Finished runs of this shape that trained at least 3 steps, newest first."""
-        rows = self.db.execute(
-            "SELECT * FROM measured WHERE shape=? AND steps>=3 AND status!='failed' "
-            "ORDER BY ended_at DESC LIMIT ?",
-            (json.dumps(shape, sort_keys=True), limit),
-        )
-        return [{**dict(r), "shape": json.loads(r["shape"])} for r in rows]
-
     def _log(self, run_id: str, pos: int, t: float | None, level: str, message: str) -> None:
         self.db.execute(
             "INSERT OR IGNORE INTO logs (run_id, pos, t, level, message) VALUES (?,?,?,?,?)",
@@ -404,96 +361,6 @@ class Store:
             self.db.execute("INSERT INTO logs_fts(logs_fts) VALUES ('rebuild')")
         self.sync()
 
-    # -- queries -------------------------------------------------------------------------
-    def get(self, run_id: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        return dict(row) if row else None
-
-    def list_runs(
-        self, status: str | None = None, since: float | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
-        sql, args = "SELECT * FROM runs WHERE 1=1", []
-        if status:
-            sql, args = sql + " AND status=?", [*args, status]
-        if since:
-            sql, args = sql + " AND created_at>=?", [*args, since]
-        sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
-        return [dict(r) for r in self.db.execute(sql, [*args, limit])]
-
-    def metrics(self, run_id: str, phase: str | None = "train") -> list[dict[str, Any]]:
-        sql = "SELECT phase, step, t, data FROM metrics WHERE run_id=?"
-        args: list[Any] = [run_id]
-        if phase:
-            sql, args = sql + " AND phase=?", [*args, phase]
-        rows = self.db.execute(sql + " ORDER BY phase, step", args)
-        return [
-            {"phase": r["phase"], "step": r["step"], "t": r["t"], **json.loads(r["data"])}
-            for r in rows
-        ]
-
-    def logs(
-        self,
-        run_id: str,
-        *,
-        after: int | None = None,
-        tail: int | None = None,
-        search: str | None = None,
-        limit: int = 1000,
-    ) -> list[dict[str, Any]]:
-        """Log lines in order. `after`: a cursor (pos) from an earlier call; `tail`: the last
-        N; `search`: FTS5 query over messages (words are ANDed; quotes for phrases)."""
-        args: list[Any] = [run_id]
-        sql = "SELECT logs.pos, logs.t, logs.level, logs.message FROM logs"
-        if search:
-            sql += (
-                " JOIN logs_fts ON logs_fts.rowid = logs.id WHERE logs.run_id=? AND "
-                "logs_fts MATCH ?"
-            )
-            args.append(fts_query(search))
-        else:
-            sql += " WHERE logs.run_id=?"
-        if after is not None:
-            sql, args = sql + " AND logs.pos>?", [*args, after]
-        if tail:
-            sql = f"SELECT * FROM ({sql} ORDER BY logs.pos DESC LIMIT ?) ORDER BY pos"
-            args.append(min(tail, limit))
-        else:
-            sql, args = sql + " ORDER BY logs.pos LIMIT ?", [*args, limit]
-        return [dict(r) for r in self.db.execute(sql, args)]
-
-    def traces(
-        self, run_id: str, steps: Iterable[int] | None = None, phase: str = "train"
-    ) -> list[dict[str, Any]]:
-        sql, args = "SELECT * FROM traces WHERE run_id=? AND phase=?", [run_id, phase]
-        if steps is not None:
-            steps = list(steps)
-            sql += f" AND step IN ({','.join('?' * len(steps))})"
-            args += steps
-        rows = self.db.execute(sql + " ORDER BY step, idx", args)
-        return [{**dict(r), "components": json.loads(r["components"] or "{}")} for r in rows]
-
-    def trace_steps(self, run_id: str, phase: str = "train") -> list[int]:
-        rows = self.db.execute(
-            "SELECT DISTINCT step FROM traces WHERE run_id=? AND phase=? ORDER BY step",
-            (run_id, phase),
-        )
-        return [r[0] for r in rows]
-
-    def last_dry_run(self, key: str) -> dict[str, Any] | None:
-        """The newest succeeded dry run with this dry-run key, or None."""
-        row = self.db.execute(
-            "SELECT run_id, ended_at FROM runs WHERE dry_run_key=? AND status='succeeded' "
-            "ORDER BY ended_at DESC LIMIT 1",
-            (key,),
-        ).fetchone()
-        return dict(row) if row else None
-
-    def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self.db.execute(
-            "SELECT step, path, t FROM checkpoints WHERE run_id=? ORDER BY step", (run_id,)
-        )
-        return [dict(r) for r in rows]
-
     def close(self) -> None:
         with self._lock:
             for db in self._connections:
@@ -524,9 +391,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-def fts_query(text: str) -> str:
-    """User text as an FTS5 query: each word quoted (so '-', ':' and quotes are literal)."""
-    words = [w.replace('"', '""') for w in text.split()]
-    return " ".join(f'"{w}"' for w in words) or '""'

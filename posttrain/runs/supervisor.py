@@ -6,33 +6,42 @@ It runs detached in its own session (the run outlives the CLI or server that sta
 so a trainer killed by a signal or the kernel still gets a `result` event with the cause
 ("killed by SIGKILL", "exited with code 1") instead of leaving a run that never ends.
 It writes process.json (its pid, the trainer's pid and exit code); run.json belongs to
-the launcher, so the two never race on one file. It ignores SIGTERM itself: a cancel is
-delivered to the trainer, which stops after its step,
+the launcher, so the two never race on one file. It holds the trainer to the spec's
+compute.timeout_s: at the limit it writes timeout.request and sends SIGTERM (the trainer
+stops after its step, saves and fails with "timeout after N s"), and kills it after a grace.
+It ignores SIGTERM itself: a cancel is delivered to the trainer, which stops after its step,
 and the supervisor stays to write down what happened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
+    SPEC,
     STDOUT,
+    TIMEOUT_REQUEST,
     has_result,
     process_start,
+    read_json,
     record_end,
     write_json_atomic,
     write_result,
 )
 from posttrain.runs.queue import cpu_thread_env, wait_for_slot
 from posttrain.secrets import redact, secret_values
+
+TIMEOUT_GRACE_S = 60.0  # the trainer's time to finish its step and save, past its timeout
 
 
 def describe_exit(code: int) -> str:
@@ -67,6 +76,25 @@ def copy_output(child: subprocess.Popen, path: Path) -> None:
             out.flush()
 
 
+def timeout_s(run_dir: Path) -> float:
+    """The spec's compute.timeout_s: how long the trainer may run (from its start)."""
+    spec = read_json(run_dir / SPEC)
+    return float((spec.get("compute") or {}).get("timeout_s") or 3600)
+
+
+def stop_at_timeout(child: subprocess.Popen, run_dir: Path, limit: float) -> int:
+    """Ask the trainer to stop at its timeout (it finishes its step, saves final/ and writes
+    a failed result with the cause); kill it if it has not stopped within the grace."""
+    write_json_atomic(run_dir / TIMEOUT_REQUEST, {"timeout_s": round(limit), "at": time.time()})
+    with contextlib.suppress(ProcessLookupError):
+        child.send_signal(signal.SIGTERM)
+    try:
+        return child.wait(timeout=TIMEOUT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return child.wait()
+
+
 def supervise(run_dir: Path) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     me = os.getpid()
@@ -92,8 +120,22 @@ def supervise(run_dir: Path) -> int:
         trainer_started_at=time.time(),
     )
     write_json_atomic(run_dir / PROCESS, info)
-    copy_output(child, run_dir / STDOUT)
-    code = child.wait()
+    reader = threading.Thread(target=copy_output, args=(child, run_dir / STDOUT), daemon=True)
+    reader.start()
+    limit = timeout_s(run_dir)
+    try:
+        code = child.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        code = stop_at_timeout(child, run_dir, limit)
+    reader.join(timeout=10)
+    if not has_result(run_dir) and (run_dir / TIMEOUT_REQUEST).exists():
+        write_result(
+            run_dir,
+            "failed",
+            f"timeout after {limit:.0f} s (compute.timeout_s): the trainer did not stop "
+            f"within {TIMEOUT_GRACE_S:.0f} s and was killed",
+            exit_code=code,
+        )
     if not has_result(run_dir):
         cause = describe_exit(code)
         if code != 0 and not (run_dir / CANCEL_REQUEST).exists():

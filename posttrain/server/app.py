@@ -11,7 +11,6 @@ token on clients that do not.
 # No "from __future__ import annotations": MCP reads the tool signatures at runtime, and
 # the approval resolvers are local names that string annotations could not resolve.
 
-import base64
 import logging
 import sqlite3
 import time
@@ -23,29 +22,30 @@ import anyio
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
-    Elicit,
     ElicitationResult,
     MCPServer,
     Resolve,
 )
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp_types import ToolAnnotations
+from pydantic import Field
 
 from posttrain.errors import PosttrainError
 from posttrain.paths import confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.secrets import redact
+from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask
+from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
 from posttrain.spec import load_spec
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.evaluate import EvaluateOutcome, eval_question
 from posttrain.tools.evaluate import evaluate as evaluate_run_tool
-from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_run, smoke_spec
+from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_resolve, with_dry_run
 from posttrain.tools.plan import PlanResult, plan
+from posttrain.tools.resolve import resolve
 from posttrain.tools.reward_check import RewardCheck, check_reward
-from posttrain.tools.runs import CancelResult, LogPage, RunDetail, RunSummary, TracePage
 
 log = logging.getLogger("posttrain.server")
 T = TypeVar("T")
@@ -64,43 +64,6 @@ SpecArg = Annotated[
         '"rhyme-gym"}, "reward": "rhyme_relevance"}.'
     ),
 ]
-RunId = Annotated[
-    str, Field(description="A run id from launch, smoke_run or list_runs.", max_length=64)
-]
-READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
-
-
-class Approval(BaseModel):
-    approve: bool = Field(description="Start this run and allow the spend shown?")
-
-
-class NoQuestion(BaseModel):
-    """What the approval resolver returns when it does not ask the human."""
-
-    reason: Literal["not_needed", "client_cannot_ask"]
-
-
-class RunList(BaseModel):
-    runs: list[RunSummary]
-
-
-def _client_can_elicit(ctx: Context) -> bool:
-    caps = ctx.client_capabilities
-    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
-
-
-def ask(ctx: Context, question: Callable[[], str | None]) -> Any:
-    """What an approval resolver returns: the question to elicit, or why nobody is asked."""
-    try:
-        q = question()
-    except Exception:  # a bad argument is reported by the tool body, with its message
-        q = None
-    if q is None:
-        return NoQuestion(reason="not_needed")
-    if not _client_can_elicit(ctx):
-        return NoQuestion(reason="client_cannot_ask")
-    return Elicit(q, Approval)
 
 
 def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -> MCPServer:
@@ -114,6 +77,19 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
 
     def spec_of(source: dict[str, Any] | str) -> Any:
         return load_spec(confine_spec_source(source, roots), roots)
+
+    plans = PlanCache()
+
+    def launch_plan(spec: SpecArg, key: str | None) -> Any:
+        """The launch's plan, resolved once per call: the approval resolver and the tool
+        body read the same plan (the human approves exactly what starts)."""
+        return plans.get(("launch", spec, key), lambda: resolve(spec_of(spec), rc, key))
+
+    def smoke_plan_of(spec: SpecArg, steps: int, backend: str) -> Any:
+        return plans.get(
+            ("smoke", spec, steps, backend),
+            lambda: smoke_resolve(spec_of(spec), steps, backend, rc),
+        )
 
     async def call(fn: Callable[[], T]) -> T:
         """Run blocking work off the event loop; turn every failure into a clear ToolError."""
@@ -145,7 +121,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         idempotency_key: str | None = None,
     ) -> Any:
         return ask(
-            ctx, lambda: human_question(spec_of(spec), confirmation_token, idempotency_key, rc)
+            ctx,
+            lambda: human_question(launch_plan(spec, idempotency_key), confirmation_token, ctx=rc),
         )
 
     def ask_to_smoke(
@@ -160,7 +137,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         return ask(
             ctx,
             lambda: human_question(
-                smoke_spec(spec_of(spec), steps, backend), confirmation_token, None, rc
+                smoke_plan_of(spec, steps, backend)[0], confirmation_token, ctx=rc
             ),
         )
 
@@ -268,11 +245,13 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         backend modal, which costs money and asks your human first). Returns a run id within
         seconds; then poll get_run until it ends and read sample_traces before any launch.
         """
-        result = await call(
-            lambda: smoke_run(
-                spec_of(spec), steps, backend, confirmation_token, decision_of(approval), rc
-            )
-        )
+
+        def body() -> LaunchResult:
+            plan, dry = smoke_plan_of(spec, steps, backend)
+            started = launch(plan, confirmation_token, human=decision_of(approval), ctx=rc)
+            return with_dry_run(started, dry)
+
+        result = await call(body)
         if result.run_id and result.status == "started":
             await _report_start(ctx, result.run_id)
         return result
@@ -312,7 +291,10 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """
         result = await call(
             lambda: launch(
-                spec_of(spec), confirmation_token, idempotency_key, decision_of(approval), rc
+                launch_plan(spec, idempotency_key),
+                confirmation_token,
+                human=decision_of(approval),
+                ctx=rc,
             )
         )
         if result.run_id and result.status == "started":
@@ -343,102 +325,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 return
             await anyio.sleep(0.5)
 
-    @server.tool(annotations=READ_ONLY)
-    async def list_runs(
-        status: Annotated[
-            Literal["queued", "running", "stalled", "succeeded", "failed", "cancelled"] | None,
-            Field(description="Only this status."),
-        ] = None,
-        since_s: Annotated[
-            float | None,
-            Field(
-                ge=0,
-                le=365 * 86400,
-                description=("Only runs created in the last this many seconds."),
-            ),
-        ] = None,
-        limit: Annotated[int, Field(ge=1, le=1000)] = 50,
-    ) -> RunList:
-        """List runs, newest first, with status, step, reward now and best."""
-        return RunList(runs=await call(lambda: run_tools.list_runs(status, since_s, limit, rc)))
-
-    @server.tool(annotations=READ_ONLY)
-    async def get_run(
-        run_id: RunId,
-        verbose: Annotated[bool, Field(description="Include per-step metrics.")] = False,
-        plot: Annotated[
-            bool,
-            Field(
-                description="Also return the reward curve as a PNG image "
-                "(for clients that show images)."
-            ),
-        ] = False,
-    ) -> RunDetail:
-        """Status of one run: stage, step/total, reward now/best/trend, elapsed time, cost so
-        far, stalled flag, cause of failure, checkpoints, the evaluation verdict, and health
-        warnings (reward jumps, length collapse, repeated end words, zero-variance groups).
-        Poll this; it is cheap."""
-        detail = await call(lambda: run_tools.get_run(run_id, verbose or plot, rc))
-        if not plot:
-            return detail
-        from posttrain.dashboard.charts import metric_series, png_chart
-
-        image = png_chart(
-            metric_series(detail.metrics or [], "reward"), f"{detail.run_id}: reward per step"
-        )
-        if not verbose:
-            detail.metrics = None
-        return CallToolResult(  # type: ignore[return-value]
-            content=[
-                TextContent(type="text", text=detail.model_dump_json()),
-                ImageContent(
-                    type="image", data=base64.b64encode(image).decode(), mime_type="image/png"
-                ),
-            ],
-            structured_content=detail.model_dump(mode="json"),
-        )
-
-    @server.tool(annotations=READ_ONLY)
-    async def tail_logs(
-        run_id: RunId,
-        tail: Annotated[int, Field(ge=1, le=2000, description="Last N lines.")] = 50,
-        after: Annotated[
-            int | None, Field(ge=0, description="Cursor from a previous call: only newer lines.")
-        ] = None,
-        search: Annotated[
-            str | None, Field(max_length=200, description="Full-text search.")
-        ] = None,
-        follow_s: Annotated[
-            float,
-            Field(
-                ge=0, le=60, description="Wait up to this long for new lines when there are none."
-            ),
-        ] = 0.0,
-    ) -> LogPage:
-        """A run's log lines: the last N, a search, or new lines after a cursor (bounded
-        follow). Read it when get_run shows a failure or a stall."""
-        return await call(lambda: run_tools.tail_logs(run_id, tail, after, search, follow_s, rc))
-
-    @server.tool(annotations=READ_ONLY)
-    async def sample_traces(
-        run_id: RunId,
-        steps: Annotated[
-            str,
-            Field(
-                max_length=200,
-                description=("first, last, step numbers and ranges: 'first,last' or '1,40-60'."),
-            ),
-        ] = "first,last",
-        n: Annotated[int, Field(ge=1, le=64, description="Samples per step.")] = 4,
-        order: Annotated[
-            Literal["best", "worst", "random"],
-            Field(description="best: what the reward loves (hunt hacks); worst: what it punishes."),
-        ] = "best",
-    ) -> TracePage:
-        """Real completions side by side with their reward components, an early step beside
-        a late one. Read them at every stage: a rising reward proves nothing until the
-        outputs are good."""
-        return await call(lambda: run_tools.sample_traces(run_id, steps, n, order, ctx=rc))
+    register_run_views(server, rc, call)
 
     def ask_to_evaluate(run_id: RunId, ctx: Context, confirmation_token: str | None = None) -> Any:
         return ask(ctx, lambda: eval_question(run_id, confirmation_token, rc))
@@ -490,29 +377,5 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 rc,
             )
         )
-
-    @server.tool(
-        annotations=ToolAnnotations(
-            readOnlyHint=False, destructiveHint=True, openWorldHint=True, idempotentHint=True
-        )
-    )
-    async def cancel_run(run_id: RunId) -> CancelResult:
-        """Stop a run after its current step (killed if it does not stop within 20 s) and
-        report whether it really stopped. Only when your human asked for it."""
-        return await call(lambda: run_tools.cancel_run(run_id, ctx=rc))
-
-    # -- resources -----------------------------------------------------------------------
-    @server.resource("posttrain://runs", mime_type="application/json")
-    def runs_resource() -> str:
-        """Every run, newest first."""
-        return run_tools.dumps(run_tools.list_runs(limit=1000, ctx=rc))
-
-    @server.resource("posttrain://runs/{run_id}", mime_type="application/json")
-    def run_resource(run_id: str) -> str:
-        """One run with its per-step metrics."""
-        try:
-            return run_tools.get_run(run_id, verbose=True, ctx=rc).model_dump_json(indent=2)
-        except PosttrainError as exc:
-            raise ValueError(str(exc)) from None
 
     return server

@@ -5,9 +5,11 @@ Policy (environment, else $POSTTRAIN_HOME/config.yaml `budget:`):
   POSTTRAIN_MAX_RUN_USD       no run's worst case may exceed this, whatever was approved (25)
   POSTTRAIN_MAX_DAY_USD       worst cases reserved in one UTC day may not exceed this (100)
 
-The ledger is a small SQLite file. Checking the caps, consuming a token, starting the run and
-recording its reservation happen in one IMMEDIATE transaction, so two launches racing for
-the same budget cannot exceed a cap together. Tokens are stored only as hashes.
+The ledger is a small SQLite file. Claiming the idempotency key, consuming a token, checking
+the caps, reserving the spend and creating the run folder happen in one IMMEDIATE
+transaction (`reserve`), so two launches racing for one key start one run and two racing
+for the same budget cannot pass a cap together; the backend starts the work afterwards,
+outside the lock (posttrain.runs.backend). Tokens are stored only as hashes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from posttrain.errors import BudgetError, ConfigError
 from posttrain.runs.layout import home
@@ -38,7 +39,17 @@ CREATE TABLE IF NOT EXISTS spend (
 CREATE TABLE IF NOT EXISTS launches (
     idempotency_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, spec_id TEXT, created_at REAL
 );
+CREATE TABLE IF NOT EXISTS launch_order (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, created_at REAL NOT NULL
+);
 """
+
+
+@dataclass(frozen=True)
+class Reservation:
+    run_id: str
+    existing: bool  # True: the key already belonged to a run that still counts
+    seq: int = 0  # launch order, for the local queue
 
 
 @dataclass(frozen=True)
@@ -102,17 +113,9 @@ class Ledger:
         db.execute("PRAGMA journal_mode=WAL")
         return db
 
-    def spent_today(self) -> float:
-        db = self._connect()
-        try:
-            row = db.execute(
-                "SELECT COALESCE(SUM(reserved_usd), 0) FROM spend WHERE day=?", (today(),)
-            ).fetchone()
-            return float(row[0])
-        finally:
-            db.close()
-
     def existing(self, key: str) -> str | None:
+        """The run that holds an idempotency key, if any (whether it still counts is the
+        caller's to judge: posttrain.tools.launch)."""
         db = self._connect()
         try:
             row = db.execute(
@@ -191,28 +194,41 @@ class Ledger:
                 f"(POSTTRAIN_MAX_DAY_USD)"
             )
 
-    def reserve_and_start(
+    def reserve(
         self,
         *,
         policy: BudgetPolicy,
+        key: str | None,
         spec_id: str,
         worst_case_usd: float,
         approved_by: str,
-        start: Callable[[], str],
-        key: str | None = None,
+        create: Callable[[int], str],
+        still_counts: Callable[[str], bool],
         token: str | None = None,
-    ) -> str:
-        """Check caps, consume the token, start, record: all or nothing, one at a time."""
+    ) -> Reservation:
+        """Claim the key, consume the token, check the caps, reserve the spend and create the
+        run (`create(seq)` makes its folder and returns its id): all or nothing, one at a
+        time. A key held by a run that `still_counts` returns that run instead."""
         db = self._connect()
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
+                held = db.execute(
+                    "SELECT run_id FROM launches WHERE idempotency_key=?", (key,)
+                ).fetchone()
+                if key is not None and held is not None and still_counts(held["run_id"]):
+                    db.execute("ROLLBACK")
+                    return Reservation(held["run_id"], existing=True)
                 if worst_case_usd > 0:
                     self.check_caps(policy, worst_case_usd, db)
                 if token is not None:
                     self._check_token(db, token, spec_id, worst_case_usd)
-                run_id = start()
                 now = time.time()
+                seq = db.execute(
+                    "INSERT INTO launch_order (run_id, created_at) VALUES ('', ?)", (now,)
+                ).lastrowid
+                run_id = create(int(seq or 0))
+                db.execute("UPDATE launch_order SET run_id=? WHERE seq=?", (run_id, seq))
                 if token is not None:
                     db.execute(
                         "UPDATE tokens SET used_at=?, run_id=? WHERE token_hash=?",
@@ -228,16 +244,46 @@ class Ledger:
                         (key, run_id, spec_id, now),
                     )
                 db.execute("COMMIT")
-                return run_id
+                return Reservation(run_id, existing=False, seq=int(seq or 0))
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         finally:
             db.close()
 
-    def record(self) -> list[dict[str, Any]]:
+    def release(self, run_id: str) -> None:
+        """A run that never started: its spend is not reserved any more and its key is free."""
         db = self._connect()
         try:
-            return [dict(r) for r in db.execute("SELECT * FROM spend ORDER BY created_at")]
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(
+                "UPDATE spend SET reserved_usd=0, approved_by=approved_by || ' (released)' "
+                "WHERE run_id=?",
+                (run_id,),
+            )
+            db.execute("DELETE FROM launches WHERE run_id=?", (run_id,))
+            db.execute("COMMIT")
         finally:
             db.close()
+
+    def reserve_spend(
+        self,
+        *,
+        policy: BudgetPolicy,
+        spend_id: str,
+        worst_case_usd: float,
+        approved_by: str,
+        token: str | None = None,
+    ) -> None:
+        """Reserve a spend that is not a run (an evaluation on Modal): caps, token, record."""
+        self.reserve(
+            policy=policy,
+            key=None,
+            spec_id=spend_id,
+            worst_case_usd=worst_case_usd,
+            approved_by=approved_by,
+            create=lambda seq: f"{spend_id}#{seq}",
+            still_counts=lambda run_id: False,
+            token=token,
+        )

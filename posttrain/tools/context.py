@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import NotFoundError
+from posttrain.runs.backend import Backend
 from posttrain.runs.layout import FINAL_STATUSES, check_run_id, has_result, home, runs_root
 from posttrain.runs.local import LocalBackend
 from posttrain.runs.modal_backend import ModalBackend
@@ -28,7 +29,7 @@ log = logging.getLogger("posttrain")
 class Context:
     root: Path = field(default_factory=runs_root)
     store: Store | None = None
-    backends: dict[str, Any] = field(default_factory=dict)
+    backends: dict[str, Backend] = field(default_factory=dict)
     degraded: str | None = None  # set while the index cannot be written
 
     def __post_init__(self) -> None:
@@ -80,7 +81,7 @@ class Context:
             raise NotFoundError(f"no run '{run_id}'; list runs with `posttrain run list`")
         return row
 
-    def backend(self, name: str) -> Any:
+    def backend(self, name: str) -> Backend:
         return self.backends[name]
 
     def cost_usd(self, row: dict[str, Any]) -> float:

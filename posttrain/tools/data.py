@@ -7,7 +7,6 @@ the holdout (which would make any evaluation on the holdout flatter than the tru
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from typing import Any
 
@@ -176,7 +175,3 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
         holdout_overlap=len(overlap),
         overlap_examples=[r["prompt_text"][:120] for r in overlap[:3]],
     )
-
-
-def median(values: list[int]) -> float:
-    return statistics.median(values) if values else 0.0

@@ -5,7 +5,6 @@ caps. The result is stored with the run and shown by get_run."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,9 +14,9 @@ from posttrain.catalog import gpu_prices
 from posttrain.errors import ConfigError
 from posttrain.evals.evaluate import EvalResult, evaluate_run, store
 from posttrain.runs.layout import RUN_META, read_json
+from posttrain.tools.approval import Decision, decide, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
-from posttrain.tools.launch import Decision, decide, who_approves
 
 EVAL_TIMEOUT_S = 3600  # the worst case an evaluation on Modal is approved for
 
@@ -108,13 +107,12 @@ def evaluate(
                 message=f"{eval_question(run_id, None, ctx)} Ask your human; if they approve, "
                 f"call evaluate again with this confirmation_token",
             )
-        ledger.reserve_and_start(
+        ledger.reserve_spend(
             policy=policy,
-            spec_id=spend_id,
+            spend_id=spend_id,
             worst_case_usd=worst,
             approved_by=approved_by or "human",
             token=confirmation_token if approved_by == "token" else None,
-            start=lambda: f"eval-{run_id}-{int(time.time() * 1000)}",
         )
         generate = ctx.backend(row["backend"]).generator(run_dir, gpu, EVAL_TIMEOUT_S)
     else:

@@ -1,12 +1,15 @@
 """Health warnings read from a run's metrics and traces: what a careful engineer looks for.
 
 Each rule returns a sentence that says what was seen, with its numbers, and what to do.
+Beside them: the summaries get_run shows of a run's evaluation and of its dry run.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from posttrain.rewards.text import end_word, verse_lines
@@ -113,3 +116,60 @@ def warnings(
         repeated_end_words(latest_completions),
     ]
     return [w for w in found if w]
+
+
+def evaluation_summary(run_dir: Path) -> dict[str, Any] | None:
+    from posttrain.evals.evaluate import latest
+
+    found = latest(run_dir)
+    if found is None:
+        return None
+    reward = next((m for m in found["metrics"] if m["is_training_reward"]), found["metrics"][0])
+    return {
+        "verdict": found["verdict"],
+        "tasks_used": found["tasks_used"],
+        "created_at": found["created_at"],
+        "path": found.get("path"),
+        "reward_base": reward["base_mean"],
+        "reward_trained": reward["trained_mean"],
+        "ci": [reward["ci_low"], reward["ci_high"]],
+    }
+
+
+def dry_run_summary(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any] | None:
+    """What a dry run proved (from its `dry_run` event), or that one is under way."""
+    if not (spec.get("model") or {}).get("stand_in"):
+        return None
+    from posttrain.gpu.dryrun import CANNOT_PROVE
+
+    found = json.loads(row["dry_run"]) if row.get("dry_run") else {}
+    return {
+        "rewards": "not meaningful: the stand-in has random weights, so reward health "
+        "checks are skipped for this run",
+        **({"proved": [], "cannot_prove": CANNOT_PROVE} if not found else {}),
+        **found,
+        "complete": bool(found),
+    }
+
+
+def run_health(
+    ctx: Any, row: dict[str, Any], metrics: list[dict[str, Any]], spec: dict[str, Any]
+) -> list[str]:
+    """The warnings get_run shows for a run (none for a dry run: its rewards are noise)."""
+    from posttrain.rewards.registry import get_reward
+
+    if (spec.get("model") or {}).get("stand_in"):
+        return []  # random weights: rewards mean nothing, so nothing to warn about
+    reward = spec.get("reward") or {}
+    try:
+        top = get_reward(reward.get("name", ""), reward.get("params") or {}).value_range[1]
+    except Exception:  # a reward that no longer loads still has metrics worth checking
+        top = None
+    steps = ctx.index.trace_steps(row["run_id"])
+    latest = ctx.index.traces(row["run_id"], steps[-1:]) if steps else []
+    return warnings(
+        metrics,
+        [t["completion"] or "" for t in latest],
+        top,
+        (spec.get("algorithm") or {}).get("max_completion_length"),
+    )

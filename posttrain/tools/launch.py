@@ -1,11 +1,9 @@
 """launch and smoke_run: start a run, with a human's approval before any GPU money is spent.
 
-Who approves, in order: nobody for a free (local) run; the policy for a worst case at or
-under the auto-approve amount; a confirmation token the human's agent hands back; the human,
-asked directly (MCP elicitation, or a terminal prompt). When nobody can be asked, the result
-is `needs_confirmation` with a token bound to this spec and cost. Hard caps refuse a launch
-whatever was approved. The same idempotency key (default: the spec id) never starts two
-live runs.
+A launch is resolved once into a RunPlan (posttrain.tools.resolve); approval is decided from
+it (posttrain.tools.approval); then the run is reserved in the ledger, submitted to its
+backend outside the lock, and recorded (posttrain.runs.backend). The same idempotency key
+(default: the spec id) never starts two live runs, however many launches race for it.
 """
 
 from __future__ import annotations
@@ -17,17 +15,23 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.errors import BackendError, ConfigError, PosttrainError
-from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.runs.backend import Backend, submit_and_record
+from posttrain.runs.layout import RUN_META, SPEC, new_run_id, write_json_atomic
 from posttrain.spec import RunSpec, load_spec
+from posttrain.tools.approval import (
+    Decision,
+    decide,
+    existing_run,
+    needs_asking,
+    question,
+    still_counts,
+)
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
-from posttrain.tools.plan import CostEstimate, estimate
-from posttrain.tools.runs import check_data
-
-Decision = Literal["approved", "declined"] | None  # None: no human could be asked
+from posttrain.tools.plan import CostEstimate
+from posttrain.tools.resolve import RunPlan, resolve
 
 SMOKE_STEPS = 4  # after the proof step
-EXPLICIT_KEY_TTL_S = 24 * 3600
 
 
 class DryRunPlan(BaseModel):
@@ -56,32 +60,6 @@ class LaunchResult(BaseModel):
     message: str
 
 
-def question(spec: RunSpec, cost: CostEstimate, dry_run: str) -> str:
-    """What the human is asked."""
-    minutes = cost.timeout_s / 60
-    gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
-    timeout = f" It is {cost.timeout_note}." if cost.timeout_note else ""
-    return (
-        f"Launch {spec.model.name} ({spec.algorithm.kind}, {spec.algorithm.steps} steps) on "
-        f"{gpu} for up to {minutes:.0f} min: estimated ${cost.expected_usd:.2f} (up to "
-        f"${cost.expected_high_usd:.2f}), at most ${cost.worst_case_usd:.2f}?{timeout} "
-        f"{dry_run}"
-    )
-
-
-def dry_run_status(ctx: Context, spec: RunSpec) -> str:
-    """Whether this spec (model, data, template, reward, algorithm) passed a local dry run."""
-    found = ctx.index.last_dry_run(spec.dry_run_key)
-    if found is None:
-        return (
-            "Dry run: none has passed for this model, data, reward and algorithm; "
-            "`smoke_run` locally first is free."
-        )
-    ago = max(0.0, time.time() - (found["ended_at"] or time.time()))
-    when = f"{ago / 60:.0f} min ago" if ago < 7200 else f"{ago / 3600:.0f} h ago"
-    return f"Dry run: passed {when} ({found['run_id']})."
-
-
 def refuse_local_weights(spec: RunSpec) -> None:
     """A local run trains tiny-local or a stand-in; a real model's weights never load here."""
     m = spec.model
@@ -97,85 +75,28 @@ def refuse_local_weights(spec: RunSpec) -> None:
     )
 
 
-def _existing(ctx: Context, ledger: Ledger, key: str, explicit: bool) -> str | None:
-    """The run an earlier launch with this key started, if it still counts: an explicit key
-    holds for 24 h unless its run failed or was cancelled; the default key (the spec id)
-    holds while its run is live, so a finished spec can be run again."""
-    run_id = ledger.existing(key)
-    if run_id is None:
-        return None
-    ctx.refresh(run_id) if (ctx.root / run_id).is_dir() else None
-    row = ctx.index.get(run_id)
-    if row is None:
-        return None
-    if explicit:
-        fresh = (row["created_at"] or 0) > time.time() - EXPLICIT_KEY_TTL_S
-        return run_id if fresh and row["status"] not in ("failed", "cancelled") else None
-    return run_id if row["status"] not in FINAL_STATUSES else None
-
-
-def who_approves(worst_case_usd: float, token: str | None, policy: BudgetPolicy) -> str | None:
-    """free, policy or token when no human needs asking; None when a human must decide."""
-    if worst_case_usd <= 0:
-        return "free"
-    if worst_case_usd <= policy.auto_approve_usd:
-        return "policy"
-    if token:
-        return "token"
-    return None
-
-
-def decide(
-    spend_id: str,
-    worst_case_usd: float,
-    token: str | None,
-    human: Decision,
-    policy: BudgetPolicy,
-    ledger: Ledger,
-) -> tuple[str, str | None, tuple[str, float] | None]:
-    """("approved", who, None), ("declined", None, None) or ("needs_confirmation", None,
-    (token, expires)). Over-cap spends raise BudgetError before anyone is asked; a token is
-    checked (and consumed) later, in the same transaction that starts the work."""
-    approved_by = who_approves(worst_case_usd, token, policy)
-    if approved_by is not None:
-        return "approved", approved_by, None
-    ledger.check_caps(policy, worst_case_usd)
-    if human == "declined":
-        return "declined", None, None
-    if human == "approved":
-        return "approved", "human", None
-    return "needs_confirmation", None, ledger.issue_token(spend_id, worst_case_usd)
-
-
 def human_question(
-    spec: RunSpec | dict[str, Any] | str,
+    spec: RunSpec | dict[str, Any] | str | RunPlan,
     confirmation_token: str | None = None,
     idempotency_key: str | None = None,
     ctx: Context | None = None,
 ) -> str | None:
     """The question to put to the human, or None when this launch needs no one asked (free,
-    policy, token, an existing run) or will be refused anyway (over a cap)."""
+    policy, token, an existing run) or will be refused anyway (over a cap, or its backend
+    cannot start: the launch says why at once)."""
     ctx = ctx or Context()
-    spec = load_spec(spec)
-    ledger, policy = Ledger(), BudgetPolicy.load()
-    if _existing(ctx, ledger, idempotency_key or spec.spec_id, idempotency_key is not None):
+    plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
+    if existing_run(ctx, plan):
         return None
     try:
-        ready_backend(ctx, spec)
+        ready_backend(ctx, plan)
     except PosttrainError:
-        return None  # it cannot start: the launch says why at once, nobody is asked
-    cost = estimate(spec, ctx.index)
-    if who_approves(cost.worst_case_usd, confirmation_token, policy):
         return None
-    try:
-        ledger.check_caps(policy, cost.worst_case_usd)
-    except Exception:
-        return None  # refused whatever the human says: do not ask
-    return question(spec, cost, dry_run_status(ctx, spec))
+    return question(plan) if needs_asking(plan.cost.worst_case_usd, confirmation_token) else None
 
 
 def launch(
-    spec: RunSpec | dict[str, Any] | str,
+    spec: RunSpec | dict[str, Any] | str | RunPlan,
     confirmation_token: str | None = None,
     idempotency_key: str | None = None,
     human: Decision = None,
@@ -184,29 +105,15 @@ def launch(
     """Start the run if it is free, within policy, confirmed by token, or approved by the
     human; otherwise say what is needed. Raises BudgetError when a cap refuses it."""
     ctx = ctx or Context()
-    spec = load_spec(spec)
-    refuse_local_weights(spec)
-    check_data(spec)
+    plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
+    base = {"spec_id": plan.spec_id, "cost": plan.cost, "dry_run_status": plan.dry_run_status}
+    if run_id := existing_run(ctx, plan):
+        return _existing_result(run_id, base)
+    backend = ready_backend(ctx, plan)  # before any token or question: it can start
     ledger, policy = Ledger(), BudgetPolicy.load()
-    key = idempotency_key or spec.spec_id
-    cost = estimate(spec, ctx.index)
-    paid = cost.worst_case_usd > 0
-    base = {
-        "spec_id": spec.spec_id,
-        "cost": cost,
-        "dry_run_status": dry_run_status(ctx, spec) if paid else None,
-    }
-    if run_id := _existing(ctx, ledger, key, idempotency_key is not None):
-        return LaunchResult(
-            status="existing",
-            run_id=run_id,
-            **base,
-            message=f"run {run_id} was already started with this idempotency "
-            f"key; nothing new was started",
-        )
-    backend = ready_backend(ctx, spec)  # before any token or question: it can start
+    worst = plan.cost.worst_case_usd
     outcome, approved_by, token = decide(
-        spec.spec_id, cost.worst_case_usd, confirmation_token, human, policy, ledger
+        plan.spec_id, worst, confirmation_token, human, policy, ledger
     )
     if outcome == "declined":
         return LaunchResult(
@@ -219,62 +126,94 @@ def launch(
             **base,
             confirmation_token=token[0],
             token_expires_at=token[1],
-            message=f"{question(spec, cost, base['dry_run_status'])} Ask your human; if they "
-            f"approve, call launch "
-            f"again with this spec and confirmation_token (valid 15 minutes, for "
-            f"this exact spec and cost only)",
+            message=f"{question(plan)} Ask your human; if they approve, call launch again "
+            f"with this spec and confirmation_token (valid 15 minutes, for this exact spec "
+            f"and cost only)",
         )
-
-    run_id = record_and_start(
-        ledger,
-        policy=policy,
-        spec_id=spec.spec_id,
-        worst_case_usd=cost.worst_case_usd,
-        approved_by=approved_by or "human",
-        key=key,
-        token=confirmation_token if approved_by == "token" else None,
-        start=lambda: backend.start(
-            spec,
-            idempotency_key=key,
-            approved_by=approved_by,
-            worst_case_usd=cost.worst_case_usd,
-            expected_usd=cost.expected_usd,
-            expected_s=cost.expected_s,
-            step_s=cost.step_s,
-        ),
-    )
-    ctx.index.sync([run_id])
-    return LaunchResult(
-        status="started",
-        run_id=run_id,
-        approved_by=approved_by,
-        **base,
-        message=f"started {run_id} on {spec.compute.backend}; poll get_run",
-    )
-
-
-def ready_backend(ctx: Context, spec: RunSpec) -> Any:
-    """The spec's backend, once it says it can start a run now (Modal: a token is configured;
-    no network needed): a launch that cannot start fails here, before anyone approves it."""
-    backend = ctx.backends.get(spec.compute.backend)
-    if backend is None:
-        raise ConfigError(
-            f"compute.backend '{spec.compute.backend}' is not available here; "
-            f"use backend 'local' for a free run on this machine"
-        )
-    backend.ready()
-    return backend
-
-
-def record_and_start(ledger: Ledger, **kwargs: Any) -> str:
-    """Ledger.reserve_and_start, with a full or read-only disk reported as such."""
+    approved_by = approved_by or "human"
     try:
-        return ledger.reserve_and_start(**kwargs)
+        reservation = ledger.reserve(
+            policy=policy,
+            key=plan.key,
+            spec_id=plan.spec_id,
+            worst_case_usd=worst,
+            approved_by=approved_by,
+            create=lambda seq: create_run(ctx, plan, seq, approved_by),
+            still_counts=lambda run_id: still_counts(ctx, run_id, plan.explicit_key),
+            token=confirmation_token if approved_by == "token" else None,
+        )
     except sqlite3.OperationalError as exc:
         raise BackendError(
             f"cannot record the launch in {ledger.path}: {exc}; free disk space or make "
             f"{ledger.path.parent} writable; nothing was started"
         ) from None
+    if reservation.existing:
+        return _existing_result(reservation.run_id, base)
+    run_dir = ctx.root / reservation.run_id
+    submit_and_record(backend, plan, run_dir, lambda: ledger.release(reservation.run_id))
+    ctx.index.sync([reservation.run_id])
+    return LaunchResult(
+        status="started",
+        run_id=reservation.run_id,
+        approved_by=approved_by,
+        **base,
+        message=f"started {reservation.run_id} on {plan.backend}; poll get_run",
+    )
+
+
+def _existing_result(run_id: str, base: dict[str, Any]) -> LaunchResult:
+    return LaunchResult(
+        status="existing",
+        run_id=run_id,
+        **base,
+        message=f"run {run_id} was already started with this idempotency key; nothing new "
+        f"was started",
+    )
+
+
+def create_run(ctx: Context, plan: RunPlan, seq: int, approved_by: str) -> str:
+    """The run folder, `reserved`: spec.json and run.json (the plan's answers), nothing
+    running yet. Called inside the ledger's transaction."""
+    run_id = new_run_id()
+    run_dir = ctx.root / run_id
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+        (run_dir / SPEC).write_text(plan.spec.to_json(), encoding="utf-8")
+        write_json_atomic(
+            run_dir / RUN_META,
+            {
+                "run_id": run_id,
+                "created_at": time.time(),
+                "status": "reserved",
+                "seq": seq,
+                "approved_by": approved_by,
+                **plan.run_meta(),
+            },
+        )
+    except FileExistsError:  # another run's folder: never touch it
+        raise BackendError(f"run id {run_id} is taken; launch again for a fresh id") from None
+    except OSError as exc:  # a full or read-only disk: say so, leave nothing half-made
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise BackendError(
+            f"cannot create the run directory in {ctx.root}: {exc.strerror or exc}; free disk "
+            f"space or make it writable (or set POSTTRAIN_HOME elsewhere); nothing was started"
+        ) from None
+    return run_id
+
+
+def ready_backend(ctx: Context, plan: RunPlan) -> Backend:
+    """The plan's backend, once it says it can start a run now (Modal: a token is configured;
+    no network needed): a launch that cannot start fails here, before anyone approves it."""
+    backend = ctx.backends.get(plan.backend)
+    if backend is None:
+        raise ConfigError(
+            f"compute.backend '{plan.backend}' is not available here; "
+            f"use backend 'local' for a free run on this machine"
+        )
+    backend.ready()
+    return backend
 
 
 def smoke_plan(
@@ -318,6 +257,29 @@ def smoke_spec(
     return smoke_plan(spec, steps, backend)[0]
 
 
+def smoke_resolve(
+    spec: RunSpec | dict[str, Any] | str,
+    steps: int = SMOKE_STEPS,
+    backend: str = "local",
+    ctx: Context | None = None,
+) -> tuple[RunPlan, DryRunPlan | None]:
+    """The smoke run's plan (and, locally, what its dry run cuts and proves), resolved once
+    for the question to the human and the launch alike."""
+    cut, dry = smoke_plan(spec, steps, backend)
+    return resolve(cut, ctx or Context()), dry
+
+
+def with_dry_run(result: LaunchResult, dry: DryRunPlan | None) -> LaunchResult:
+    """A smoke run's result, saying what its dry run cuts and cannot prove."""
+    if dry is not None:
+        result.dry_run = dry
+        result.message += (
+            f"; a dry run of your spec on a {dry.stand_in}: it proves the plumbing, not "
+            f"learning (cuts: {', '.join(dry.cuts) or 'none'})"
+        )
+    return result
+
+
 def smoke_run(
     spec: RunSpec | dict[str, Any] | str,
     steps: int = SMOKE_STEPS,
@@ -328,12 +290,7 @@ def smoke_run(
 ) -> LaunchResult:
     """A proof step then a few steps of the same spec (local and free by default; locally, a
     real model's spec runs as its dry run on a stand-in)."""
-    cut, plan = smoke_plan(spec, steps, backend)
-    result = launch(cut, confirmation_token=confirmation_token, human=human, ctx=ctx)
-    if plan is not None:
-        result.dry_run = plan
-        result.message += (
-            f"; a dry run of your spec on a {plan.stand_in}: it proves the plumbing, not "
-            f"learning (cuts: {', '.join(plan.cuts) or 'none'})"
-        )
-    return result
+    ctx = ctx or Context()
+    plan, dry = smoke_resolve(spec, steps, backend, ctx)
+    result = launch(plan, confirmation_token=confirmation_token, human=human, ctx=ctx)
+    return with_dry_run(result, dry)

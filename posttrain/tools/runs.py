@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.errors import ConfigError, NotFoundError
-from posttrain.runs.layout import FINAL_STATUSES, SPEC, home, read_json
-from posttrain.spec import RunSpec
+from posttrain.runs.layout import FINAL_STATUSES, SPEC, read_json
 from posttrain.tools.context import Context, is_stalled
+from posttrain.tools.health import dry_run_summary, evaluation_summary, run_health
 from posttrain.tools.progress import Projection
 
 MAX_LOG_LINES = 2000
@@ -146,22 +146,6 @@ def _summary_fields(row: dict[str, Any], now: float, ctx: Context) -> dict[str, 
     }
 
 
-def check_data(spec: RunSpec) -> None:
-    """Before anything starts: the data exists and has every column the spec and reward use."""
-    from posttrain.dataset import check_columns, peek_rows
-    from posttrain.rewards.registry import get_reward
-
-    rows = peek_rows(spec.dataset)
-    if rows is None:
-        return
-    if not rows:
-        raise ConfigError(f"dataset {spec.dataset.path or spec.dataset.builtin} has no rows")
-    reward = get_reward(spec.reward.name, spec.reward.params)
-    # The trainer copies the reference column to "reference" for the built-in rewards.
-    extra = tuple(c for c in reward.columns if c != "reference")
-    check_columns(spec.dataset, rows, spec.algorithm.kind, extra)
-
-
 def list_runs(
     status: str | None = None,
     since_s: float | None = None,
@@ -189,63 +173,6 @@ def trend(rewards: list[float], window: int = TREND_WINDOW) -> Trend:
     return Trend(first_mean=first, last_mean=last, window=w, delta=last - first)
 
 
-def _evaluation(run_dir: Path) -> dict[str, Any] | None:
-    from posttrain.evals.evaluate import latest
-
-    found = latest(run_dir)
-    if found is None:
-        return None
-    reward = next((m for m in found["metrics"] if m["is_training_reward"]), found["metrics"][0])
-    return {
-        "verdict": found["verdict"],
-        "tasks_used": found["tasks_used"],
-        "created_at": found["created_at"],
-        "path": found.get("path"),
-        "reward_base": reward["base_mean"],
-        "reward_trained": reward["trained_mean"],
-        "ci": [reward["ci_low"], reward["ci_high"]],
-    }
-
-
-def _dry_run(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any] | None:
-    """What a dry run proved (from its `dry_run` event), or that one is under way."""
-    if not (spec.get("model") or {}).get("stand_in"):
-        return None
-    from posttrain.gpu.dryrun import CANNOT_PROVE
-
-    found = json.loads(row["dry_run"]) if row.get("dry_run") else {}
-    return {
-        "rewards": "not meaningful: the stand-in has random weights, so reward health "
-        "checks are skipped for this run",
-        **({"proved": [], "cannot_prove": CANNOT_PROVE} if not found else {}),
-        **found,
-        "complete": bool(found),
-    }
-
-
-def _health(
-    ctx: Context, row: dict[str, Any], metrics: list[dict[str, Any]], spec: dict[str, Any]
-) -> list[str]:
-    from posttrain.rewards.registry import get_reward
-    from posttrain.tools import health
-
-    if (spec.get("model") or {}).get("stand_in"):
-        return []  # random weights: rewards mean nothing, so nothing to warn about
-    reward = spec.get("reward") or {}
-    try:
-        top = get_reward(reward.get("name", ""), reward.get("params") or {}).value_range[1]
-    except Exception:  # a reward that no longer loads still has metrics worth checking
-        top = None
-    steps = ctx.index.trace_steps(row["run_id"])
-    latest = ctx.index.traces(row["run_id"], steps[-1:]) if steps else []
-    return health.warnings(
-        metrics,
-        [t["completion"] or "" for t in latest],
-        top,
-        (spec.get("algorithm") or {}).get("max_completion_length"),
-    )
-
-
 def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> RunDetail:
     """Status, progress, reward trend, cause of failure, checkpoints; metrics when verbose."""
     from posttrain.runs.layout import RUN_META
@@ -264,7 +191,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     timeout = (spec.get("compute") or {}).get("timeout_s")
     meta = read_json(Path(row["run_dir"]) / RUN_META)
     projection = project(row, every, meta, timeout, summary["cost_usd"], now)
-    health = _health(ctx, row, metrics, spec)
+    health = run_health(ctx, row, metrics, spec)
     if (warning := over_estimate(projection)) and not (spec.get("model") or {}).get("stand_in"):
         health.append(warning)
     return RunDetail(
@@ -283,10 +210,10 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         components=(metrics[-1].get("components") or {}) if metrics else {},
         checkpoints=ctx.index.checkpoints(run_id),
         health=health,
-        evaluation=_evaluation(Path(row["run_dir"])),
+        evaluation=evaluation_summary(Path(row["run_dir"])),
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
-        dry_run=_dry_run(row, spec),
+        dry_run=dry_run_summary(row, spec),
         metrics=metrics if verbose else None,
     )
 
@@ -440,10 +367,6 @@ def pull_run(run_id: str, out: Path, ctx: Context | None = None) -> dict[str, An
     out.mkdir(parents=True, exist_ok=True)
     files = ctx.backend(row["backend"] or "local").pull(Path(row["run_dir"]), out)
     return {"run_id": run_id, "out": str(out), "files": [str(f) for f in files]}
-
-
-def runs_home() -> str:
-    return str(home())
 
 
 def dumps(model: BaseModel | list[BaseModel]) -> str:

@@ -1,0 +1,60 @@
+"""Data-parallel training (torchrun, accelerate): every rank runs the same trainer, and rank 0
+alone writes the run directory. The other ranks report nothing, and all ranks agree on when
+to stop, or the others would wait forever at the next all-reduce."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from posttrain.gpu.reporter import Reporter
+
+
+class SilentReporter(Reporter):
+    """What a trainer process other than rank 0 reports: nothing. Under data parallel every
+    rank runs the same code, and rank 0 alone writes the run directory; the others still
+    read cancel and timeout requests, so every rank stops at the same step."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.events = _NoEvents()  # type: ignore[assignment]
+        self.step = 0
+        self.cancel_requested = False
+        self._stop = threading.Event()
+
+    def trace(self, step: int, rows: list[dict[str, Any]], phase: str = "train") -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _NoEvents:
+    last_write = 0.0
+
+    def write(self, type_: str, durable: bool = False, **fields: Any) -> dict[str, Any]:
+        return {"type": type_, **fields}
+
+    def close(self) -> None:
+        pass
+
+
+def rank() -> int:
+    """This process's rank under torchrun/accelerate (0 when training alone)."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def agreed(flag: bool) -> bool:
+    """True on every rank when any rank says True (data-parallel ranks must stop together,
+    or the others wait forever at the next all-reduce)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    import torch
+
+    value = torch.tensor([1 if flag else 0])
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())

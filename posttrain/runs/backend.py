@@ -1,0 +1,81 @@
+"""The seam every backend implements (local subprocess, Modal), and the launch path over it:
+reserve -> submit -> record.
+
+    reserve  one ledger transaction (posttrain.tools.budget.Ledger.reserve): claim the
+             idempotency key, consume the confirmation token, check the caps, reserve the
+             spend, and create the run folder as `reserved`. Nothing runs yet, and a second
+             launch with the same key finds this run.
+    submit   outside the lock: the backend starts the work (a supervisor process, a Modal
+             spawn) and returns its handle. A failure marks the run failed and releases the
+             reservation and the key.
+    record   the handle goes into run.json. If that fails after a spawn, the spawned work is
+             withdrawn (the call cancelled) and the result says so.
+
+So nothing is ever spawned that the ledger does not know, and the lock is never held while a
+backend talks to the network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from posttrain.errors import BackendError
+from posttrain.runs.layout import RUN_META, read_json, write_json_atomic, write_result
+
+if TYPE_CHECKING:
+    from posttrain.tools.resolve import RunPlan
+
+
+class Backend(Protocol):
+    name: str
+
+    def ready(self) -> None:
+        """Raise BackendError when a run cannot start now (before anyone is asked)."""
+
+    def submit(self, plan: RunPlan, run_dir: Path) -> dict[str, Any]:
+        """Start the run's work; its handle (pids, call id), recorded in run.json."""
+
+    def withdraw(self, run_dir: Path, handle: dict[str, Any]) -> None:
+        """Stop work submitted under `handle` that could not be recorded."""
+
+    def reconcile(self, run_dir: Path) -> bool:
+        """Bring the run directory up to date (True when it wrote or mirrored events)."""
+
+    def cancel(self, run_dir: Path, grace_s: float = ...) -> dict[str, Any]: ...
+
+    def cost_usd(self, row: dict[str, Any]) -> float: ...
+
+    def unreachable(self, run_dir: Path) -> str | None: ...
+
+    def pull(self, run_dir: Path, out: Path) -> list[Path]: ...
+
+
+def submit_and_record(backend: Backend, plan: RunPlan, run_dir: Path, release: Any) -> None:
+    """The submit and record steps for a reserved run; `release()` frees its reservation."""
+    try:
+        handle = backend.submit(plan, run_dir)
+    except Exception as exc:
+        cause = f"{type(exc).__name__}: {exc}" if not isinstance(exc, BackendError) else str(exc)
+        write_result(run_dir, "failed", f"could not start on {backend.name}: {cause}")
+        release()
+        raise BackendError(
+            f"could not start on {backend.name}: {cause}; nothing is running and the "
+            f"reservation was released"
+        ) from None
+    try:
+        meta = read_json(run_dir / RUN_META)
+        write_json_atomic(run_dir / RUN_META, {**meta, **handle, "status": "submitted"})
+    except Exception as exc:
+        backend.withdraw(run_dir, handle)
+        write_result(
+            run_dir,
+            "failed",
+            f"started, then cancelled at once: its handle could not be recorded ({exc})",
+        )
+        release()
+        raise BackendError(
+            f"the run started on {backend.name} but could not be recorded ({exc}); it was "
+            f"cancelled at once and its reservation released. Free disk space in "
+            f"{run_dir.parent} and launch again"
+        ) from None

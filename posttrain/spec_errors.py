@@ -1,0 +1,66 @@
+"""A spec's validation errors as one line per problem: the field path, what is wrong, and
+how to fix it, with a suggestion for a misspelt field."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+# Names people reach for from other tools, and the field that means the same here.
+ALIASES = {
+    "lr": "learning_rate",
+    "max_steps": "steps",
+    "num_train_steps": "steps",
+    "max_new_tokens": "max_completion_length",
+    "per_device_train_batch_size": "batch_size",
+    "timeout": "timeout_s",
+    "gpus": "gpu",
+    "dataset_path": "path",
+}
+
+
+def explain(exc: ValidationError, model: type[BaseModel]) -> str:
+    """One line per problem: the field path, what is wrong, and how to fix it."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent_path, field = err["loc"][:-1], str(err["loc"][-1])
+            allowed = fields_at(model, parent_path)
+            close = (
+                [ALIASES[field]]
+                if ALIASES.get(field) in allowed
+                else (difflib.get_close_matches(field, allowed, n=1, cutoff=0.6))
+            )
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            lines.append(f"spec field '{loc}': unknown field; {hint}allowed here: {allowed}")
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            got = err.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"spec field '{loc or 'spec'}': {message}{shown}")
+    return "; ".join(lines)
+
+
+def fields_at(model: type[BaseModel], path: tuple) -> list[str]:
+    """The allowed field names at a nested path of the spec model."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(str(part)) if hasattr(current, "model_fields") else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        for candidate in (annotation, *getattr(annotation, "__args__", ())):
+            inner = getattr(candidate, "__args__", ())
+            for c in (candidate, *inner):
+                if isinstance(c, type) and issubclass(c, BaseModel):
+                    current = c
+                    break
+            else:
+                continue
+            break
+    return sorted(getattr(current, "model_fields", {}))

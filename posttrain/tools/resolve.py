@@ -1,0 +1,163 @@
+"""A launch resolved once, at the edge, into a RunPlan that every later layer reads.
+
+`resolve()` validates the spec, reads the reward's columns (a user's reward in the isolated
+child, never here), checks the data has them, refuses what cannot run here, prices the run,
+and decides the base model by following resume chains. Approval, the ledger, the backend,
+run.json, the trainer and `evaluate` all take the plan's answer: nothing downstream parses
+the spec again or decides "which base model" a second time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from posttrain.errors import ConfigError
+from posttrain.runs.layout import RUN_META, read_json
+from posttrain.spec import RunSpec, load_spec
+from posttrain.tools.plan import CostEstimate, estimate
+
+
+class Base(BaseModel):
+    """What training starts from: the spec's own model, or a folder of an earlier run."""
+
+    run_id: str | None = Field(None, description="None: the spec's model itself.")
+    folder: str | None = Field(None, description="Inside that run, e.g. 'warmstart'.")
+    described: str
+
+    def path(self, runs_root: Path) -> Path | None:
+        """The folder to load, or None for the spec's own model."""
+        if self.run_id is None:
+            return None
+        return runs_root / self.run_id / (self.folder or "final")
+
+
+class Resume(BaseModel):
+    run_id: str
+    checkpoint: str = Field(description="Relative to that run's folder.")
+    step: int
+
+
+class RunPlan(BaseModel):
+    spec: RunSpec
+    spec_id: str
+    key: str = Field(description="The idempotency key: one key is one run.")
+    explicit_key: bool
+    backend: str
+    reward_columns: list[str]
+    cost: CostEstimate
+    base: Base
+    resume: Resume | None = None
+    dry_run_status: str | None = None
+
+    def run_meta(self) -> dict[str, Any]:
+        """What run.json keeps of the plan (the trainer and evaluate read base and resume)."""
+        return {
+            "spec_id": self.spec_id,
+            "backend": self.backend,
+            "idempotency_key": self.key,
+            "base": self.base.model_dump(),
+            "resume": self.resume.model_dump() if self.resume else None,
+            "worst_case_usd": self.cost.worst_case_usd,
+            "expected_usd": self.cost.expected_usd,
+            "expected_s": self.cost.expected_s,
+            "step_s": self.cost.step_s,
+        }
+
+
+def resolve(
+    spec: RunSpec | dict[str, Any] | str,
+    ctx: Any,
+    idempotency_key: str | None = None,
+    check_runnable: bool = True,
+) -> RunPlan:
+    """The plan of a launch; ConfigError for anything that would fail later."""
+    from posttrain.tools.approval import dry_run_status
+    from posttrain.tools.launch import refuse_local_weights
+
+    spec = load_spec(spec)
+    if check_runnable:
+        refuse_local_weights(spec)
+    columns = check_data(spec)
+    base, resume = _base(spec, ctx)
+    cost = estimate(spec, ctx.index)
+    return RunPlan(
+        spec=spec,
+        spec_id=spec.spec_id,
+        key=idempotency_key or spec.spec_id,
+        explicit_key=idempotency_key is not None,
+        backend=spec.compute.backend,
+        reward_columns=columns,
+        cost=cost,
+        base=base,
+        resume=resume,
+        dry_run_status=dry_run_status(ctx, spec) if cost.worst_case_usd > 0 else None,
+    )
+
+
+def _base(spec: RunSpec, ctx: Any) -> tuple[Base, Resume | None]:
+    """The base model, following resume chains: resuming R starts from R's warm-start when
+    it had one, else from whatever R itself started from (its own base)."""
+    if spec.resume_from is None:
+        return Base(described=f"the spec's model {spec.model.name}"), None
+    source = ctx.root / spec.resume_from
+    if not (source / RUN_META).is_file():
+        raise ConfigError(f"resume_from: run '{spec.resume_from}' is not in {ctx.root}")
+    ctx.refresh(spec.resume_from)
+    saved = [c for c in ctx.index.checkpoints(spec.resume_from) if "checkpoint-" in c["path"]]
+    if not saved:
+        raise ConfigError(
+            f"resume_from: run '{spec.resume_from}' saved no checkpoint (save_every 0, or it "
+            f"stopped before the first save); start a new run instead"
+        )
+    last = max(saved, key=lambda c: c["step"])
+    resume = Resume(run_id=spec.resume_from, checkpoint=last["path"], step=last["step"])
+    events = [e["stage"] for e in _stages(source)]
+    if "warmstart" in events or (source / "warmstart").is_dir():
+        base = Base(
+            run_id=spec.resume_from,
+            folder="warmstart",
+            described=f"the warm-start model of {spec.resume_from}",
+        )
+        return base, resume
+    inherited = read_json(source / RUN_META).get("base")
+    if inherited:
+        return Base(**inherited), resume
+    return Base(described=f"the spec's model {spec.model.name} (as {spec.resume_from})"), resume
+
+
+def _stages(run_dir: Path) -> list[dict[str, Any]]:
+    from posttrain.runs.layout import iter_events
+
+    return [e for e in iter_events(run_dir) if e.get("type") == "stage"]
+
+
+def reward_columns(name: str, params: dict[str, Any]) -> list[str]:
+    """The dataset columns a reward reads. A user's reward is their code: its columns are
+    read in the isolated child with a time limit, never by importing it here."""
+    from posttrain.rewards.isolated import inspect_reward
+    from posttrain.rewards.registry import REWARDS, get_reward
+
+    if name in REWARDS:
+        return list(get_reward(name, params).columns)
+    get_reward(name, params)  # a malformed reference fails here, before a process starts
+    return list(inspect_reward(name, params)["columns"])
+
+
+def check_data(spec: RunSpec) -> list[str]:
+    """Before anything starts: the data exists and has every column the spec and reward use.
+    Returns the reward's columns."""
+    from posttrain.dataset import check_columns, peek_rows
+
+    columns = reward_columns(spec.reward.name, spec.reward.params)
+    rows = peek_rows(spec.dataset)
+    if rows is None:
+        return columns
+    if not rows:
+        raise ConfigError(f"dataset {spec.dataset.path or spec.dataset.builtin} has no rows")
+    # The trainer copies the reference column to "reference" for the built-in rewards.
+    extra = tuple(c for c in columns if c != "reference")
+    check_columns(spec.dataset, rows, spec.algorithm.kind, extra)
+    return columns

@@ -1,0 +1,32 @@
+"""Specs the tests share: the smallest run that trains for real on the tiny model, and a paid
+launch for the approval and money-path tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY_RUN: dict[str, Any] = {
+    "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
+    "reward": "rhyme",
+    "algorithm": {
+        "steps": 3,
+        "lora": None,
+        "learning_rate": 5e-4,
+        "batch_size": 8,
+        "num_generations": 4,
+        "max_completion_length": 16,
+        "save_every": 0,
+        "traces": {"every": 0, "samples": 2},
+    },
+}
+
+PAID: dict[str, Any] = {
+    "model": "Qwen3-0.6B",
+    "dataset": {"builtin": "rhyme-gym"},
+    "compute": {"backend": "modal", "timeout_s": 3600},
+}  # L40S: worst case $1.95
+
+
+def tiny(**algorithm: Any) -> dict[str, Any]:
+    """TINY_RUN with some algorithm fields changed."""
+    return {**TINY_RUN, "algorithm": {**TINY_RUN["algorithm"], **algorithm}}

@@ -1,0 +1,69 @@
+"""What holds a local run: its compute.timeout_s, and rank 0 alone writing its directory when
+it trains in several processes. Real trainers, real processes."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from posttrain.runs.layout import RUN_META, SPEC, iter_events, write_json_atomic
+from posttrain.spec import load_spec
+from posttrain.tools.launch import launch
+from tests.conftest import kill_leftover_runs, wait_finished
+from tests.specs import tiny
+
+pytestmark = pytest.mark.slow
+
+TINY = {**tiny(steps=5000), "compute": {"backend": "local", "timeout_s": 60}}
+
+
+def test_a_local_run_is_stopped_at_its_timeout_and_fails_saying_so(home):
+    t = time.time()
+    run_id = launch(TINY).run_id
+    try:
+        detail = wait_finished(run_id, 150)
+    finally:
+        kill_leftover_runs(home)
+    took = time.time() - t
+    assert detail.status == "failed"
+    assert detail.cause.startswith("timeout after 60 s (compute.timeout_s): stopped after step")
+    assert 5 < detail.step < 5000 and took < 100, took
+    assert (home / "runs" / run_id / "final").is_dir()  # the model so far is kept
+
+
+def test_training_in_two_processes_writes_one_set_of_events_and_one_result(home, tmp_path):
+    spec = load_spec(
+        {
+            **TINY,
+            "algorithm": {**TINY["algorithm"], "steps": 3, "save_every": 2},
+            "compute": {"backend": "local"},
+        }
+    )
+    run_dir = home / "runs" / "run-ddp-0001"
+    run_dir.mkdir(parents=True)
+    (run_dir / SPEC).write_text(spec.to_json())
+    write_json_atomic(run_dir / RUN_META, {"run_id": run_dir.name, "backend": "local"})
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = subprocess.run(  # torch.distributed over gloo: two CPU ranks, data parallel
+        [
+            *(sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"),
+            *("-m", "posttrain.gpu.train", str(run_dir)),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    events = list(iter_events(run_dir))
+    assert [e["status"] for e in events if e["type"] == "result"] == ["succeeded"]
+    steps = [e["step"] for e in events if e["type"] == "metrics"]
+    assert steps == [1, 2, 3]  # once each: rank 1 trained too, and wrote nothing
+    assert sum(e["type"] == "proof_step" for e in events) == 1
+    assert sum(e["type"] == "stage" and e["stage"] == "preparing" for e in events) == 1
+    holdout = (run_dir / "holdout.jsonl").read_text().splitlines()
+    assert holdout and len(holdout) == len(set(holdout))
+    assert json.loads((run_dir / "final" / "config.json").read_text())["model_type"] == "qwen3"
