@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from posttrain.cli_common import JsonFlag, console, emit, guarded
+from posttrain.cli_common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
 from posttrain.cli_lifecycle import register as register_lifecycle
 from posttrain.cli_runs import register
 from posttrain.errors import ConfigError
@@ -148,14 +148,36 @@ def serve(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8765,
+    allow_root: Annotated[
+        bool, typer.Option("--allow-root", help="Serve even when / is an allowed folder.")
+    ] = False,
 ) -> None:
     """Run the MCP server (stdio by default) for Claude Code, Claude Desktop or any client."""
     import os
+    import sys
 
+    from posttrain.paths import allowed_roots, filesystem_root_allowed, started_in_filesystem_root
     from posttrain.server.app import build_server
     from posttrain.server.http import TOKEN_ENV, serve_http
 
-    server = build_server()
+    roots = allowed_roots()
+    if filesystem_root_allowed(roots) and not allow_root:
+        fail(
+            "POSTTRAIN_ROOTS names / : an agent could read any file on this machine",
+            "name your project folders in POSTTRAIN_ROOTS instead, or pass --allow-root",
+            EXIT_USAGE,
+        )
+    if started_in_filesystem_root():
+        if allow_root:
+            roots = [*roots, Path("/")]
+        else:  # as Claude Desktop does: serve, but not the whole filesystem
+            print(
+                f"posttrain: started in / , which is not an allowed folder (it would allow "
+                f"every path); allowed: {', '.join(map(str, roots))}. Set POSTTRAIN_ROOTS to "
+                f"your project folders (or pass --allow-root).",
+                file=sys.stderr,
+            )
+    server = build_server(roots=roots)
     if not http:
         server.run("stdio")
         return

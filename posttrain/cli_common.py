@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -53,10 +54,32 @@ def guarded(fn: Callable[[], T]) -> T:
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
-    if as_json:
+    if as_json:  # ensure_ascii: ESC, C0 and C1 controls leave as \u escapes, never raw
         print(json.dumps(data, indent=2, default=str))
     else:
         render(data)
+
+
+# ESC and the other C0 controls but tab and newline, DEL, the C1 controls (U+009B is a CSI
+# on its own), and the bidirectional overrides that make text read other than it is.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# whole escape sequences go first, so no '[2J' or ']52;c;...' is left behind as litter:
+# OSC (to BEL or ST), CSI (to its final byte), and two-byte escapes; the C1 forms too
+_SEQUENCE = re.compile(
+    "(?:\x1b\\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
+    "|(?:\x1b\\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    "|\x1b[@-Z\\\\^_]"
+)
+
+
+def untrusted(text: Any) -> str:
+    """Run data (log messages, completions, causes, names) made safe to print: control
+    characters removed, so a model's output cannot write the clipboard (OSC 52), make links
+    (OSC 8) or clear the screen; and rich markup escaped, so `[link=...]` stays text."""
+    from rich.markup import escape
+
+    plain = _SEQUENCE.sub("", "" if text is None else str(text))
+    return escape(_CONTROL.sub("", plain))
 
 
 def ask_human(question: str | None, as_json: bool) -> Any:

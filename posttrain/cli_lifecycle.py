@@ -16,7 +16,7 @@ from posttrain.cli_common import (
     emit,
     guarded,
 )
-from posttrain.cli_runs import ConfirmFlag, KeyFlag, launch_command
+from posttrain.cli_runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
 
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
 
@@ -135,10 +135,12 @@ def register(app: typer.Typer) -> None:
         spec: SpecArg,
         confirm: ConfirmFlag = None,
         idempotency_key: KeyFlag = None,
+        seeds: SeedsFlag = None,
         as_json: JsonFlag = False,
     ) -> None:
-        """Start the full run; a human approves any spend (prompt, or a token to pass back)."""
-        launch_command(spec, confirm, idempotency_key, as_json)
+        """Start the full run (or a group, one run per seed); a human approves any spend
+        (prompt, or a token to pass back)."""
+        launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
 
     @app.command("eval")
     def eval_command(

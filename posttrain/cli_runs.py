@@ -12,7 +12,15 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from posttrain.cli_common import EXIT_NEEDS_APPROVAL, JsonFlag, ask_human, console, emit, guarded
+from posttrain.cli_common import (
+    EXIT_NEEDS_APPROVAL,
+    JsonFlag,
+    ask_human,
+    console,
+    emit,
+    guarded,
+    untrusted,
+)
 from posttrain.errors import ConfigError
 from posttrain.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
@@ -37,6 +45,23 @@ ConfirmFlag = Annotated[
 KeyFlag = Annotated[str | None, typer.Option(help="The same key never starts two runs.")]
 
 
+SeedsFlag = Annotated[
+    str | None,
+    typer.Option(help="A group: one run per seed, e.g. 0,1,2 (approved once for all)."),
+]
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--seeds '{text}': use whole numbers separated by commas, e.g. 0,1,2"
+        ) from None
+
+
 def launch_command(
     spec: Path | dict[str, Any],
     confirm: str | None,
@@ -44,16 +69,21 @@ def launch_command(
     as_json: bool,
     smoke_steps: int | None = None,
     smoke_backend: str = "local",
+    seeds: str | None = None,
 ) -> None:
     """Launch (or smoke), asking the human at the terminal when one is there."""
     from posttrain.tools.context import Context
+    from posttrain.tools.groups import resolve_group
     from posttrain.tools.launch import human_question, launch, smoke_resolve, with_dry_run
     from posttrain.tools.resolve import resolve
 
     def body() -> Any:
         ctx = Context()
+        group = parse_seeds(seeds)
         if smoke_steps is not None:
             plan, dry = smoke_resolve(spec, smoke_steps, smoke_backend, ctx)
+        elif group is not None:
+            plan, dry = resolve_group(spec, group, ctx, key), None
         else:
             plan, dry = resolve(spec, ctx, key), None
         # resolved once: the question and the launch read the same plan
@@ -63,7 +93,13 @@ def launch_command(
     result = guarded(body)
 
     def render(r: dict[str, Any]) -> None:
-        if r["status"] in ("started", "existing"):
+        if r["status"] in ("started", "existing") and r.get("group_id"):
+            console.print(
+                f"{r['status']} group [bold]{r['group_id']}[/bold]: "
+                f"{', '.join(r['run_ids'])} (seeds {', '.join(map(str, r['seeds']))}); "
+                f"evaluate it: posttrain eval {r['group_id']}"
+            )
+        elif r["status"] in ("started", "existing"):
             console.print(
                 f"{r['status']} [bold]{r['run_id']}[/bold] (approved by "
                 f"{r['approved_by'] or 'an earlier launch'}); follow it: posttrain "
@@ -96,10 +132,11 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         spec: Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")],
         confirm: ConfirmFlag = None,
         idempotency_key: KeyFlag = None,
+        seeds: SeedsFlag = None,
         as_json: JsonFlag = False,
     ) -> None:
         """Start a run (same as `posttrain launch`); returns its id at once."""
-        launch_command(spec, confirm, idempotency_key, as_json)
+        launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
 
     @run_app.command("list")
     def run_list(
@@ -117,10 +154,11 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         def render(rows: list[dict[str, Any]]) -> None:
             table = Table("run", "status", "model", "kind", "step", "reward", "best", "age")
             for r in rows:
+                group = f"\n{r['group_id']} seed {r['seed']}" if r.get("group_id") else ""
                 table.add_row(
-                    r["run_id"],
+                    r["run_id"] + group,
                     r["status"],
-                    r["model"] or "-",
+                    untrusted(r["model"] or "-"),
                     r["kind"] or "-",
                     f"{r['step']}/{r['total_steps'] or '?'}",
                     num(r["reward"]),
@@ -157,17 +195,18 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
             if d["stalled"]:
                 console.print("[bold red]stalled:[/bold red] no event for a while")
             if d["cause"]:
-                console.print(f"[bold red]cause:[/bold red] {d['cause']}")
+                console.print(f"[bold red]cause:[/bold red] {untrusted(d['cause'])}")
             if d["components"]:
                 console.print(
-                    "components: " + ", ".join(f"{k} {v:.3f}" for k, v in d["components"].items())
+                    "components: "
+                    + ", ".join(f"{untrusted(k)} {v:.3f}" for k, v in d["components"].items())
                 )
             if d["metrics"] and plot:
                 rewards = [m.get("reward") for m in d["metrics"]]
                 console.print(chart(rewards, label="reward per step"))
             elif d["metrics"]:
                 for m in d["metrics"]:
-                    console.print(json.dumps(m))
+                    console.print(untrusted(json.dumps(m)))
 
         emit(detail.model_dump(mode="json"), as_json, render)
 
@@ -184,12 +223,12 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
 
         def print_lines(p: Any) -> None:
             for line in p.lines:
-                if as_json:
-                    print(line.model_dump_json())
+                if as_json:  # json.dumps: controls escaped (model_dump_json keeps C1 raw)
+                    print(json.dumps(line.model_dump(mode="json")))
                 else:
                     console.print(
                         f"[dim]{time.strftime('%H:%M:%S', time.localtime(line.t))}"
-                        f"[/dim] {line.level:7} {line.message}",
+                        f"[/dim] {untrusted(line.level):7} {untrusted(line.message)}",
                         highlight=False,
                     )
 
@@ -234,10 +273,10 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
             for s, rows in p["steps"].items():
                 console.rule(f"step {s} ({order} {len(rows)})")
                 for r in rows:
-                    comps = ", ".join(f"{k} {v:.2f}" for k, v in r["components"].items())
+                    comps = ", ".join(f"{untrusted(k)} {v:.2f}" for k, v in r["components"].items())
                     console.print(f"[bold]reward {num(r['reward'])}[/bold]  {comps}")
-                    console.print(f"[dim]prompt:[/dim] {r['prompt']}")
-                    console.print(r["completion"], highlight=False)
+                    console.print(f"[dim]prompt:[/dim] {untrusted(r['prompt'])}")
+                    console.print(untrusted(r["completion"]), highlight=False)
                     console.print()
             if out is not None:
                 console.print(f"wrote {len(p['steps'])} file(s) to {out}")
@@ -255,6 +294,45 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         emit(
             files, as_json, lambda r: console.print(f"wrote {len(r['files'])} files to {r['out']}")
         )
+
+    @run_app.command("export")
+    def run_export(
+        run_id: str,
+        out: Annotated[Path, typer.Option(help="A new (or empty) folder for the model.")],
+        merged: Annotated[
+            bool,
+            typer.Option(
+                "--merged/--adapter",
+                help="Merge the LoRA adapter into its base (default), or keep the adapter alone.",
+            ),
+        ] = True,
+        push_to_hub: Annotated[
+            str | None,
+            typer.Option(help="Also upload to this private hub repository (owner/name)."),
+        ] = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Write a run's model for plain transformers: safetensors, tokenizer, chat template.
+
+        A LoRA adapter is merged into the model it trained on, unless --adapter."""
+        from posttrain.tools.export import export_run
+
+        # the CLI is the user's own hand: any folder they can write (agents go through MCP,
+        # whose tool confines `out` to the allowed roots)
+        result = guarded(lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")]))
+
+        def render(r: dict[str, Any]) -> None:
+            how = (
+                f"the adapter merged into {r['base']}"
+                if r["merged"]
+                else ("the LoRA adapter alone" if r["adapter_only"] else "the full weights")
+            )
+            console.print(f"wrote {len(r['files'])} files to {r['out']}: {how}")
+            console.print(f"load it with {r['loads_with']}", highlight=False)
+            if r["pushed_to"]:
+                console.print(f"pushed to {r['pushed_to']} (private)")
+
+        emit(result.model_dump(mode="json"), as_json, render)
 
     @run_app.command("cancel")
     def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
@@ -334,7 +412,7 @@ def _follow(tools: Any, run_id: str, quiet: bool) -> Any:
 def _demo_summary(tools: Any, d: Any) -> None:
     console.rule(f"{d.run_id}: {d.status}")
     if d.cause:
-        console.print(f"[bold red]cause:[/bold red] {d.cause}")
+        console.print(f"[bold red]cause:[/bold red] {untrusted(d.cause)}")
     full = tools.get_run(d.run_id, verbose=True)
     metrics = full.metrics or []
     rewards = [m.get("reward") for m in metrics]
@@ -361,7 +439,7 @@ def _demo_summary(tools: Any, d: Any) -> None:
                 console.print(
                     f"[bold]{num(r.reward)}[/bold] rhyme {r.components.get('rhyme', 0):.2f}"
                 )
-                console.print(r.completion, highlight=False)
+                console.print(untrusted(r.completion), highlight=False)
     console.print(
         f"\nnext: posttrain eval {d.run_id} (base vs trained on held-out prompts)"
         f"\ninspect: posttrain run get {d.run_id} --plot | posttrain run trace "

@@ -1,8 +1,11 @@
 """Paths an agent may name: confined to allowed roots, so no tool reads outside them.
 
 Roots: the working directory the server started in, $POSTTRAIN_HOME, and any folders in
-$POSTTRAIN_ROOTS (separated by the OS path separator). Symbolic links are resolved first,
-so a link inside a root cannot point the server outside it.
+$POSTTRAIN_ROOTS (separated by the OS path separator). A working directory of `/` (where
+some clients start servers) is never a root: it would allow every path; `posttrain serve`
+says so when it starts there, and refuses a `/` named in $POSTTRAIN_ROOTS without
+--allow-root. Symbolic links are resolved first, so a link inside a root cannot point the
+server outside it.
 """
 
 from __future__ import annotations
@@ -29,10 +32,28 @@ def expand(path: str | Path) -> Path:
         ) from None
 
 
+def _short(path: str | Path, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def allowed_roots() -> list[Path]:
-    roots = [Path.cwd(), home()]
-    roots += [Path(p) for p in os.environ.get("POSTTRAIN_ROOTS", "").split(os.pathsep) if p]
-    return [r.expanduser().resolve() for r in roots]
+    """The working directory, $POSTTRAIN_HOME and $POSTTRAIN_ROOTS; a working directory of
+    `/` is left out (it would allow every path)."""
+    extra = [Path(p) for p in os.environ.get("POSTTRAIN_ROOTS", "").split(os.pathsep) if p]
+    cwd = Path.cwd()
+    roots = [home()] if started_in_filesystem_root() else [cwd, home()]
+    return [r.expanduser().resolve() for r in [*roots, *extra]]
+
+
+def started_in_filesystem_root() -> bool:
+    cwd = Path.cwd()
+    return cwd == Path(cwd.anchor)
+
+
+def filesystem_root_allowed(roots: list[Path] | None = None) -> bool:
+    """Whether a root is the whole filesystem (`/`): every path would be allowed."""
+    return any(r == Path(r.anchor) for r in (roots if roots is not None else allowed_roots()))
 
 
 def confine(path: str | Path, what: str, roots: list[Path] | None = None) -> Path:
@@ -41,7 +62,12 @@ def confine(path: str | Path, what: str, roots: list[Path] | None = None) -> Pat
     if "\x00" in str(path):
         raise ConfigError(f"{what} contains a NUL byte; give a real file path")
     resolved = expand(path)
-    resolved = (resolved if resolved.is_absolute() else Path.cwd() / resolved).resolve()
+    try:
+        resolved = (resolved if resolved.is_absolute() else Path.cwd() / resolved).resolve()
+    except RuntimeError:  # Python 3.11: "Symlink loop from ..."
+        raise ConfigError(f"{what} '{path}' is a symbolic link loop; give the real file") from None
+    except OSError as exc:  # a name too long, a folder that cannot be read
+        raise ConfigError(f"{what} '{_short(path)}' cannot be used: {exc.strerror}") from None
     if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
         raise ConfigError(
             f"{what} '{path}' is outside the allowed folders ({', '.join(map(str, roots))}); "
@@ -89,3 +115,19 @@ def confine_local_in_validation(
     hub_like = bool(HF_REPO_ID.match(name)) and ".." not in name.split("/")
     if looks_like_path or not hub_like or Path(name).exists():
         confine_in_validation(info, name, what)
+
+
+def exists(path: str | Path) -> bool:
+    """Whether something is at the path; False for a name too long or a symlink loop."""
+    try:
+        return expand(path).exists()
+    except OSError:
+        return False
+
+
+def is_file(path: str | Path) -> bool:
+    """Whether the path is a file; False for a name too long or a symlink loop."""
+    try:
+        return expand(path).is_file()
+    except OSError:
+        return False

@@ -7,6 +7,7 @@ PRIVATE_KEY, CREDENTIAL) and its value is long enough to be one (8+ characters).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -21,9 +22,23 @@ MASK = "[redacted]"
 
 
 def secret_values() -> list[str]:
-    """The current secret values, longest first (so a secret inside another goes second)."""
-    values = {v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= MIN_LENGTH}
+    """The current secret values and the forms escaping gives them (JSON, repr, both twice),
+    longest first (so a secret inside another goes second). Text is redacted as it is, but
+    a secret may reach it already escaped: a JSON line, a repr in a traceback."""
+    raw = {v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= MIN_LENGTH}
+    values = set(raw)
+    for value in raw:
+        once = {escape(value) for escape in _ESCAPES}
+        values |= once | {escape(form) for form in once for escape in _ESCAPES}
     return sorted(values, key=len, reverse=True)
+
+
+_ESCAPES = (
+    lambda v: json.dumps(v)[1:-1],
+    lambda v: json.dumps(v, ensure_ascii=False)[1:-1],
+    lambda v: repr(v)[1:-1],
+    lambda v: ascii(v)[1:-1],
+)
 
 
 def redact(text: str, values: list[str] | None = None) -> str:
@@ -41,7 +56,7 @@ def redact_value(value: Any, values: list[str] | None = None) -> Any:
     if isinstance(value, str):
         return redact(value, values)
     if isinstance(value, dict):
-        return {k: redact_value(v, values) for k, v in value.items()}
+        return {redact_value(k, values): redact_value(v, values) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_value(v, values) for v in value]
     return value

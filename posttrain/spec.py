@@ -29,14 +29,24 @@ from pydantic import (
     model_validator,
 )
 
+from posttrain import spec_bounds
 from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
 from posttrain.errors import ConfigError
-from posttrain.paths import confine_in_validation, confine_local_in_validation, expand
+from posttrain.paths import (
+    confine_in_validation,
+    confine_local_in_validation,
+    exists,
+    expand,
+    is_file,
+)
+from posttrain.spec_bounds import check_template_kwargs, template_columns
 from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
-HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
+MAX_SEED = 2**32 - 1  # numpy's range; torch and random take it too
+MAX_NAME = 200  # characters of a spec's name
 
 
 class Strict(BaseModel):
@@ -46,7 +56,11 @@ class Strict(BaseModel):
 class ModelSpec(Strict):
     """Which model to train."""
 
-    name: str = Field("tiny-local", description="A preset name, a local path, or an HF repo id.")
+    name: str = Field(
+        "tiny-local",
+        max_length=1024,
+        description="A preset name, a local path, or an HF repo id.",
+    )
     chat_template_kwargs: dict[str, Any] | None = Field(
         None, description="Passed to the chat template; None: the preset's (Qwen3: no thinking)."
     )
@@ -60,6 +74,11 @@ class ModelSpec(Strict):
         "smoke_run sets it for a local dry run.",
     )
 
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _kwargs(cls, kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+        return check_template_kwargs(kwargs)
+
     @field_validator("name")
     @classmethod
     def _known(cls, name: str, info: ValidationInfo) -> str:
@@ -67,7 +86,7 @@ class ModelSpec(Strict):
             return get_preset(name).name  # type: ignore[union-attr]
         looks_like_path = name.startswith((".", "/", "~"))
         confine_local_in_validation(info, name, "model path", looks_like_path)
-        if expand(name).exists():
+        if exists(name):
             return name
         if looks_like_path:
             raise ValueError(
@@ -137,10 +156,16 @@ class DatasetSpec(Strict):
     """Where the rows come from and how a row becomes a prompt."""
 
     builtin: Literal["rhyme-gym"] | None = Field(None, description="A dataset generated here.")
-    path: str | None = Field(None, description="A local .jsonl/.json/.parquet/.csv file.")
-    hf_repo: str | None = Field(None, description="A Hugging Face dataset repo id.")
-    hf_split: str = "train"
-    prompt_column: str = Field("prompt", description="The prompt, when no template is given.")
+    path: str | None = Field(
+        None, max_length=1024, description="A local .jsonl/.json/.parquet/.csv file."
+    )
+    hf_repo: str | None = Field(
+        None, max_length=1024, description="A Hugging Face dataset repo id."
+    )
+    hf_split: str = Field("train", max_length=256)
+    prompt_column: str = Field(
+        "prompt", max_length=256, description="The prompt, when no template is given."
+    )
     reference_column: str | None = Field(
         "reference", description="The reference answer the reward compares with (None: none)."
     )
@@ -153,10 +178,10 @@ class DatasetSpec(Strict):
     prompt_template: str | None = Field(
         None, description="Python format string over the row's columns; None: '{prompt_column}'."
     )
-    filters: list[RowFilter] = Field(default_factory=list)
+    filters: list[RowFilter] = Field(default_factory=list, max_length=64)
     n_rows: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
     holdout_share: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
-    holdout_seed: int = 0
+    holdout_seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo) -> DatasetSpec:
@@ -174,9 +199,9 @@ class DatasetSpec(Strict):
             confine_in_validation(info, self.path, "dataset.path")
         if self.hf_repo:  # datasets also loads a local folder given as a repo
             confine_local_in_validation(info, self.hf_repo, "dataset.hf_repo", False)
-        if self.path and not expand(self.path).is_file():
+        if self.path and not is_file(self.path):
             raise ValueError(f"dataset.path '{self.path}' does not exist; give an existing file")
-        if not re.findall(r"{(\w+)", self.template) and not self.messages_column:
+        if not template_columns(self.template) and not self.messages_column:
             raise ValueError(
                 "prompt_template uses no column; write e.g. '{prompt}' or '{instruction}'"
             )
@@ -189,7 +214,7 @@ class DatasetSpec(Strict):
     def columns_used(self) -> list[str]:
         """Every column the rows must have: the template's, the reference, the target. Chat
         rows need no reference column unless one is named: their last answer is the one."""
-        used = [] if self.messages_column else re.findall(r"{(\w+)", self.template)
+        used = [] if self.messages_column else template_columns(self.template)
         optional = self.messages_column and "reference_column" not in self.model_fields_set
         for column in (
             None if optional else self.reference_column,
@@ -207,7 +232,11 @@ class DatasetSpec(Strict):
 
 
 class RewardSpec(Strict):
-    name: str = Field("rhyme_relevance", description="A registry name or path/to/file.py:function.")
+    name: str = Field(
+        "rhyme_relevance",
+        max_length=1024,
+        description="A registry name or path/to/file.py:function.",
+    )
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -262,9 +291,15 @@ class AlgorithmSpec(Strict):
     temperature: Annotated[float, Field(gt=0, le=5)] = 1.0
     beta: Annotated[float, Field(ge=0, le=10)] = 0.04
     save_every: Annotated[int, Field(ge=0, le=1_000_000)] = 50  # 0: at the end only
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     traces: TraceSpec = Field(default_factory=TraceSpec)
     warmstart: WarmStartSpec | None = None
+    eval_every: Annotated[int, Field(ge=0, le=1_000_000)] = Field(
+        0,
+        description="Every K steps (and before step 1), the reward on eval_tasks held-out "
+        "prompts, one sample each with a fixed seed: a curve in get_run. 0: off.",
+    )
+    eval_tasks: Annotated[int, Field(ge=1, le=1024)] = 16
 
     @model_validator(mode="after")
     def _consistent(self) -> AlgorithmSpec:
@@ -307,13 +342,15 @@ class ComputeSpec(Strict):
 class RunSpec(Strict):
     """One training run."""
 
-    name: str | None = Field(None, description="A label for people; not part of the spec id.")
+    name: str | None = Field(
+        None, max_length=MAX_NAME, description="A label for people; not part of the spec id."
+    )
     model: ModelSpec = Field(default_factory=ModelSpec)
     dataset: DatasetSpec = Field(default_factory=lambda: DatasetSpec(builtin="rhyme-gym"))
     reward: RewardSpec = Field(default_factory=RewardSpec)
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
-    budget_usd: Annotated[float, Field(ge=0)] | None = None
+    budget_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     resume_from: str | None = Field(
         None, description="A run id: continue from its last checkpoint at the next step."
     )
@@ -391,25 +428,42 @@ def load_spec(
         if "\x00" in str(source):
             raise ConfigError("spec file path contains a NUL byte; give a real file path")
         path = expand(source)
-        if not path.is_file():
+        if not is_file(path):
             raise ConfigError(f"spec file {path} does not exist; give a .yaml or .json spec file")
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > 4 * spec_bounds.MAX_SPEC_CHARS:  # not read at all
+            raise ConfigError(
+                f"spec file {path} is {path.stat().st_size:,} bytes; a spec is a few kB (keep "
+                f"data in dataset.path, not in the spec)"
+            )
+        text = path.read_text(encoding="utf-8", errors="replace")
+        spec_bounds.check_text(text, f"spec file {path}")
         try:
             if path.suffix.lower() in (".yaml", ".yml"):
-                import yaml
-
-                data = yaml.safe_load(text)
+                data = spec_bounds.load_yaml(text)
             else:
                 data = json.loads(text)
+        except ConfigError:
+            raise
+        except RecursionError:
+            raise ConfigError(f"spec file {path} is nested too deeply; a spec is flat") from None
         except Exception as exc:  # yaml and json raise different types for the same problem
             raise ConfigError(f"spec file {path} is not valid {path.suffix[1:]}: {exc}") from None
     elif isinstance(source, str):
+        spec_bounds.check_text(source, "the spec")
         try:
             data = json.loads(source)
+        except RecursionError:
+            raise ConfigError("spec is nested too deeply; a spec is flat") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"spec is not valid JSON: {exc}") from None
+        except ValueError:  # Python refuses to read an integer of thousands of digits
+            raise ConfigError(
+                "spec has a number of more than 4,300 digits; no field takes one (seeds are "
+                f"0..{MAX_SEED})"
+            ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"a spec must be a mapping of fields, not {type(data).__name__}")
+    spec_bounds.check_data(data)
     try:
         return RunSpec.model_validate(data, context={"roots": roots})
     except ValidationError as exc:

@@ -39,9 +39,19 @@ def explain(exc: ValidationError, model: type[BaseModel]) -> str:
         else:
             message = err["msg"].removeprefix("Value error, ")
             got = err.get("input")
-            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            shown = "" if isinstance(got, dict) else f" (got {_short_repr(got)})"
             lines.append(f"spec field '{loc or 'spec'}': {message}{shown}")
     return "; ".join(lines)
+
+
+def _short_repr(value: Any, limit: int = 120) -> str:
+    """The value as the error shows it: a 20 MB string must not come back whole."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"a number of {len(str(abs(value))):,} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def fields_at(model: type[BaseModel], path: tuple) -> list[str]:

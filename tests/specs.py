@@ -20,6 +20,23 @@ TINY_RUN: dict[str, Any] = {
     },
 }
 
+EVAL_RUN: dict[str, Any] = {  # a warm-started run with enough held-out tasks to evaluate
+    "dataset": {
+        "builtin": "rhyme-gym",
+        "n_rows": 600,
+        "system_prompt": "answer in rhyme",
+        "response_column": "response",
+        "holdout_share": 0.2,
+    },
+    "reward": "rhyme_relevance",
+    "algorithm": {
+        **TINY_RUN["algorithm"],
+        "batch_size": 16,
+        "max_completion_length": 24,
+        "warmstart": {"steps": 20, "learning_rate": 2e-3, "batch_size": 32},
+    },
+}
+
 PAID: dict[str, Any] = {
     "model": "Qwen3-0.6B",
     "dataset": {"builtin": "rhyme-gym"},

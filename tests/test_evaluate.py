@@ -9,30 +9,9 @@ from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run
 from tests.conftest import kill_leftover_runs, wait_finished
+from tests.specs import EVAL_RUN
 
 pytestmark = pytest.mark.slow
-
-SHORT = {
-    "dataset": {
-        "builtin": "rhyme-gym",
-        "n_rows": 600,
-        "system_prompt": "answer in rhyme",
-        "response_column": "response",
-        "holdout_share": 0.2,
-    },
-    "reward": "rhyme_relevance",
-    "algorithm": {
-        "steps": 3,
-        "lora": None,
-        "learning_rate": 5e-4,
-        "batch_size": 16,
-        "num_generations": 4,
-        "max_completion_length": 24,
-        "save_every": 0,
-        "traces": {"every": 0, "samples": 2},
-        "warmstart": {"steps": 20, "learning_rate": 2e-3, "batch_size": 32},
-    },
-}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +19,7 @@ def finished_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("home")
         mp.setenv("POSTTRAIN_HOME", str(home))
-        run_id = launch(SHORT).run_id
+        run_id = launch(EVAL_RUN).run_id
         detail = wait_finished(run_id, 300)
         assert detail.status == "succeeded", detail.cause
         yield home, run_id
@@ -63,7 +42,12 @@ def test_when_the_trained_model_is_the_base_itself_the_verdict_is_not_improved(
     assert "improved" not in result.verdict
     assert result.verdict.startswith("unproven: within_noise")
     assert "the metric is the training reward itself" in result.verdict
-    assert {m.name for m in result.metrics} >= {"reward", "relevance", "length_words"}
+    assert {m.name for m in result.metrics} >= {"reward", "relevance"}
+    unoptimised = {m.name: m for m in result.unoptimised}
+    assert set(unoptimised) == {"reference_nll", "length_words"}
+    nll = unoptimised["reference_nll"]
+    assert nll.delta == 0.0 and nll.base_mean > 0 and not nll.optimised  # same weights
+    assert "within_noise" in nll.verdict and not nll.higher_is_better
     assert get_run(run_id).evaluation["verdict"] == result.verdict  # stored with the run
 
 
@@ -81,3 +65,65 @@ def test_a_degenerate_metric_is_reported_loudly_not_as_a_tight_interval(finished
     assert result.verdict == "insufficient_data"
     assert any(w.startswith("DEGENERATE reward: every score is 0") for w in result.warnings)
     assert result.metrics[0].degenerate == "every score is 0"
+
+
+def test_evaluate_tells_a_real_mcp_client_how_far_it_is(finished_run, monkeypatch):
+    import asyncio
+
+    from mcp import Client
+
+    from posttrain.server.app import build_server
+
+    home, run_id = finished_run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    progress, logs = [], []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    async def go():
+        async with Client(build_server(), mode="legacy", logging_callback=on_log) as client:
+            await client.set_logging_level("info")  # logging/setLevel: answered, not "not found"
+            return await client.call_tool(
+                "evaluate",
+                {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20},
+                progress_callback=on_progress,
+            )
+
+    result = asyncio.run(go())
+    assert not result.is_error, result.content
+    assert [(d, t) for d, t, _ in progress] == [(0, 2), (1, 2)]
+    assert progress[0][2].startswith(f"generating for {run_id}: 2 base pass(es)")
+    assert progress[1][2] == "scoring 1 run(s) with rhyme_relevance"
+    assert logs == [m for _, _, m in progress]  # the same news as log messages, at info
+
+
+def test_a_user_reward_scores_the_evaluation_in_a_child_never_in_the_caller(tmp_path, monkeypatch):
+    """The user's reward file is their code: evaluate scores with it in an isolated child.
+    The file records the process that imports it; the caller's pid must never appear."""
+    import os
+
+    monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    pids = tmp_path / "pids.txt"
+    (tmp_path / "mine.py").write_text(
+        "import os\n"
+        f"open({str(pids)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+        "def score(completions, **kw):\n"
+        "    return [min(1.0, len(str(c)) / 80) for c in completions]\n"
+    )
+    spec = {**EVAL_RUN, "reward": "mine.py:score"}
+    spec["algorithm"] = {**EVAL_RUN["algorithm"], "warmstart": None}
+    run_id = launch(spec).run_id
+    try:
+        assert wait_finished(run_id, 300).status == "succeeded"
+    finally:
+        kill_leftover_runs(tmp_path / "home")
+    trainer_pids = set(pids.read_text().split())
+    outcome = evaluate(run_id, k=1, base_passes=2, max_tasks=60)
+    assert outcome.status == "done" and outcome.result.metrics[0].name == "reward"
+    scoring_pids = set(pids.read_text().split()) - trainer_pids
+    assert scoring_pids and str(os.getpid()) not in scoring_pids  # a child scored it

@@ -76,6 +76,7 @@ TOOLS = [
     "sample_traces",
     "evaluate",
     "cancel_run",
+    "export_run",
 ]
 
 

@@ -109,6 +109,15 @@ def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
     pulled = pull_run(run_id, tmp_path / "adapter", ctx=ctx)
     assert any(f.endswith("model.safetensors") for f in pulled["files"])
 
+    from transformers import AutoModelForCausalLM
+
+    from posttrain.tools.export import export_run
+
+    assert not (home / "runs" / run_id / "final").exists()  # it lives on the Volume
+    exported = export_run(run_id, tmp_path / "model", ctx=ctx, roots=[tmp_path])
+    assert "model.safetensors" in exported.files and "tokenizer_config.json" in exported.files
+    assert AutoModelForCausalLM.from_pretrained(exported.out).config.model_type == "qwen3"
+
 
 def test_runs_are_reconciled_from_their_call_ids_after_a_restart(volume, home):
     ctx, sdk = modal_ctx(volume)

@@ -29,6 +29,7 @@ VERBS = {
     "sample_traces",
     "evaluate",
     "cancel_run",
+    "export_run",
 }
 SMOKE_SPEC = {
     "model": "tiny-local",
@@ -62,9 +63,15 @@ async def lifecycle(client: Client, seed: int) -> dict:
     )
     assert not reward.is_error and "one_word_lines" not in reward.structured_content["flagged"]
 
-    smoke = await client.call_tool("smoke_run", {"spec": spec})
+    heard = []
+
+    async def on_progress(done, total, message):
+        heard.append(message)
+
+    smoke = await client.call_tool("smoke_run", {"spec": spec}, progress_callback=on_progress)
     assert not smoke.is_error, smoke.content
     run_id = smoke.structured_content["run_id"]
+    assert heard and all(m.startswith(f"{run_id}: ") for m in heard)  # stage by stage
     assert smoke.structured_content["approved_by"] == "free"
     deadline = time.time() + 180
     while time.time() < deadline:

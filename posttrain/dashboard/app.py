@@ -48,13 +48,19 @@ TEMPLATES = Path(__file__).parent / "templates"
 MAX_N = 64
 
 
-def reward_charts(metrics: list[dict[str, Any]]) -> dict[str, str]:
+def reward_charts(
+    metrics: list[dict[str, Any]], heldout: list[dict[str, Any]] | None = None
+) -> dict[str, str]:
     components = sorted({k for m in metrics for k in (m.get("components") or {})})
     headline = [c for c in ("rhyme", "relevance") if c in components] or components[:3]
+    rewards = metric_series(metrics, "reward", *(f"components.{c}" for c in headline))
+    if heldout:  # algorithm.eval_every: the reward on held-out prompts, beside the training one
+        rewards["held-out reward"] = metric_series(heldout, "reward")["reward"]
     return {
         "reward": svg_chart(
-            metric_series(metrics, "reward", *(f"components.{c}" for c in headline)),
-            "reward per step (and components)",
+            rewards,
+            "reward per step (and components)"
+            + ("; held-out every eval_every steps" if heldout else ""),
             chart_id="reward-chart",
         ),
         "loss": svg_chart(metric_series(metrics, "loss"), "loss", chart_id="loss-chart"),
@@ -97,7 +103,7 @@ def build_app(
         detail = tools.get_run(run_id, verbose=True, ctx=rc)
         return {
             "d": detail,
-            "charts": reward_charts(detail.metrics or []),
+            "charts": reward_charts(detail.metrics or [], detail.heldout),
             "stages": tools.stage_timeline(run_id, ctx=rc),
         }
 

@@ -22,30 +22,22 @@ from posttrain.dataset import prepare
 from posttrain.errors import ConfigError
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
+from posttrain.evals.metrics import (
+    DIRECTIONLESS,
+    MetricResult,
+    metric_result,
+    per_sample_metrics,
+    qualified,
+    regressions,
+)
+from posttrain.rewards.base import Scores
 from posttrain.rewards.guards import score_rows
-from posttrain.rewards.registry import get_reward
-from posttrain.rewards.text import completion_text, plain_text
+from posttrain.rewards.isolated import score_in_subprocess
+from posttrain.rewards.registry import REWARDS, get_reward
 from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
 from posttrain.spec import load_spec
 
-RHYME_RATE_AT = 0.75  # a sample "rhymes" when its rhyme component reaches this
 EXAMPLES = 3
-
-
-class MetricResult(BaseModel):
-    name: str
-    is_training_reward: bool = False
-    base_pass_means: list[float] = Field(description="The metric's mean in each base pass.")
-    base_mean: float = Field(description="Base pass 1, paired with the trained pass.")
-    trained_mean: float
-    delta: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    noise_floor: float
-    noise_formula: str
-    verdict: str
-    degenerate: str | None = None
 
 
 class PassRates(BaseModel):
@@ -56,16 +48,26 @@ class PassRates(BaseModel):
 
 
 class EvalResult(BaseModel):
-    run_id: str
+    run_id: str = Field(description="The run, or the group, evaluated.")
+    runs: list[str] = Field(default_factory=list, description="Its runs (a group: one a seed).")
+    training_seeds: int = 1
     created_at: float
-    verdict: str = Field(description="The headline: the training reward's verdict.")
+    verdict: str = Field(
+        description="The headline: the training reward's verdict, qualified "
+        "(improved_with_regression) when an un-optimised metric got worse beyond noise."
+    )
     tasks_total: int
     tasks_used: int
     dropped_contaminated: dict[str, int]
     k: int
     base_passes: int
     seeds: dict[str, Any]
-    metrics: list[MetricResult]
+    metrics: list[MetricResult] = Field(description="What the training reward pays.")
+    unoptimised: list[MetricResult] = Field(
+        default_factory=list,
+        description="What it does not: reference_nll (did training destroy what the model "
+        "knew?) and answer length.",
+    )
     pass_rates: PassRates
     tasks_needed: int | None = Field(
         None, description="Held-out tasks for 80% power at the observed reward effect."
@@ -81,79 +83,6 @@ def _load_rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise ConfigError(f"{path} is missing: the run kept no held-out rows (holdout_share 0?)")
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
-def per_sample_metrics(
-    reward: Any, completions: list[str], tasks: list[dict[str, Any]], k: int
-) -> dict[str, list[list[float]]]:
-    """metric -> [task][sample] values, for one pass."""
-    scores = score_rows(reward, completions, [t for t in tasks for _ in range(k)])
-    values: dict[str, list[float]] = {"reward": scores.rewards}
-    for name in reward.headline:
-        values[name] = scores.components[name]
-    if "rhyme" in scores.components:
-        values["rhyme_rate"] = [float(v >= RHYME_RATE_AT) for v in scores.components["rhyme"]]
-    values["length_words"] = [
-        float(len(plain_text(completion_text(c)).split())) for c in completions
-    ]
-    return {
-        name: [vals[i * k : (i + 1) * k] for i in range(len(tasks))]
-        for name, vals in values.items()
-    }
-
-
-def degenerate(values: list[float]) -> str | None:
-    if values and all(v == 0 for v in values):
-        return "every score is 0"
-    if values and all(v == 1 for v in values):
-        return "every score is 1"
-    return None
-
-
-def metric_result(
-    name: str,
-    base: list[list[list[float]]],
-    trained: list[list[float]],
-    *,
-    seed: int,
-    training_seeds: int,
-) -> MetricResult:
-    """base: [pass][task][sample]; trained: [task][sample]."""
-    task_means = [[statistics.fmean(s) for s in one_pass] for one_pass in base]
-    trained_means = [statistics.fmean(s) for s in trained]
-    deltas = [t - b for t, b in zip(trained_means, task_means[0], strict=True)]
-    pass_means = [statistics.fmean(p) for p in task_means]
-    floor = stats.noise_floor(pass_means)
-    ci = stats.bootstrap_ci(deltas, seed=seed)
-    delta = statistics.fmean(deltas)
-    every = [v for one_pass in base for task in one_pass for v in task] + [
-        v for task in trained for v in task
-    ]
-    bad = degenerate(every) if name != "length_words" else None
-    verdict = stats.verdict(
-        delta,
-        ci,
-        floor.value,
-        len(deltas),
-        training_seeds=training_seeds,
-        is_training_reward=name == "reward",
-        degenerate=bad is not None,
-    )
-    return MetricResult(
-        name=name,
-        is_training_reward=name == "reward",
-        base_pass_means=pass_means,
-        base_mean=pass_means[0],
-        trained_mean=statistics.fmean(trained_means),
-        delta=delta,
-        ci_low=ci[0],
-        ci_high=ci[1],
-        p_value=stats.sign_flip_p(deltas, seed=seed),
-        noise_floor=floor.value,
-        noise_formula=floor.formula,
-        verdict=verdict.text,
-        degenerate=bad,
-    )
 
 
 def pass_rates(
@@ -186,18 +115,47 @@ def evaluate_run(
     max_tasks: int = 200,
     threshold: float | None = None,
     seed: int = 0,
-    training_seeds: int = 1,
 ) -> EvalResult:
-    """Evaluate a finished run; `generate(job) -> {"base": ..., "trained": ...}` runs the
-    models (in this process, or on Modal)."""
+    """Evaluate one finished run; `generate(job) -> {"base", "trained", "nll"}` runs the
+    models (in a local child, or on Modal)."""
+    return evaluate_runs(
+        [run_dir],
+        [generate],
+        k=k,
+        base_passes=base_passes,
+        max_tasks=max_tasks,
+        threshold=threshold,
+        seed=seed,
+    )
+
+
+def evaluate_runs(
+    run_dirs: list[Path],
+    generators: list[Any],
+    *,
+    group_id: str | None = None,
+    k: int = 4,
+    base_passes: int = 3,
+    max_tasks: int = 200,
+    threshold: float | None = None,
+    seed: int = 0,
+    progress: Any = None,
+) -> EvalResult:
+    """Evaluate finished runs of one spec, one per training seed, on the same held-out tasks.
+    `progress(done, total, message)`, when given, hears of each step.
+
+    The first run's base gets every base pass (they measure the evaluation's noise); each
+    later run its own base pass 1 when its base differs (its own warm-start), none when the
+    base is shared. Each seed's trained pass is paired with its base on the same tasks."""
     if base_passes < 2:
         raise ConfigError(
             "base_passes must be at least 2 (3 recommended): the noise floor "
             "is measured between base passes"
         )
-    spec = load_spec(run_dir / SPEC)
+    first = run_dirs[0]
+    spec = load_spec(first / SPEC)
     reward = get_reward(spec.reward.name, spec.reward.params)
-    holdout = _load_rows(run_dir / HOLDOUT)
+    holdout = _load_rows(first / HOLDOUT)
     warnings: list[str] = []
     try:
         train_rows = prepare(spec.dataset, spec.algorithm.kind).train
@@ -218,28 +176,64 @@ def evaluate_run(
             f"{stats.MIN_TASKS_ANY}); raise dataset.holdout_share"
         )
     seeds = {"base": [seed + 1 + i for i in range(base_passes)], "trained": seed + 1}
+    own_bases = any((d / "warmstart").is_dir() for d in run_dirs)
     job = {
         "prompts": [t["prompt"] for t in tasks],
         "tools": [t.get("tools") for t in tasks],  # the schemas each prompt trained with
+        "references": [t.get("reference") for t in tasks],
         "k": k,
-        "base_seeds": seeds["base"],
         "trained_seed": seeds["trained"],
         "max_new_tokens": spec.algorithm.max_completion_length,
         "temperature": spec.algorithm.temperature,
         "template_kwargs": spec.model.template_kwargs(),
     }
-    out = generate(job)
-    base = [
-        per_sample_metrics(reward, [c for task in p for c in task], tasks, k) for p in out["base"]
-    ]
-    trained = per_sample_metrics(reward, [c for task in out["trained"] for c in task], tasks, k)
-    metrics = [
-        metric_result(
-            name, [b[name] for b in base], trained[name], seed=seed, training_seeds=training_seeds
+    steps = len(generators) + 1
+    report = progress or (lambda done, total, message: None)
+    outs = []
+    for i, generate in enumerate(generators):
+        later = seeds["base"][:1] if own_bases else []
+        base_seeds = seeds["base"] if i == 0 else later
+        report(
+            i,
+            steps,
+            f"generating for {run_dirs[i].name}: {len(base_seeds)} base pass(es) and the "
+            f"trained pass, {len(tasks)} tasks x {k} samples",
         )
-        for name in trained
-    ]
-    for m in metrics:
+        outs.append(generate({**job, "base_seeds": base_seeds}))
+    report(len(generators), steps, f"scoring {len(outs)} run(s) with {spec.reward.name}")
+
+    # every pass scored in one call: in a child process when the reward is the user's code
+    flat_passes = [[c for task in p for c in task] for p in outs[0]["base"]]
+    flat_passes += [[c for task in o["base"][0] for c in task] for o in outs[1:] if o["base"]]
+    flat_passes += [[c for task in o["trained"] for c in task] for o in outs]
+    rows = [t for t in tasks for _ in range(k)]
+    scored = iter(
+        per_sample_metrics(reward.headline, scores, completions, len(tasks), k)
+        for scores, completions in zip(
+            score_passes(spec, reward, flat_passes, rows), flat_passes, strict=True
+        )
+    )
+    passes = [next(scored) for _ in outs[0]["base"]]
+    base_by_seed = [passes[0]] + [next(scored) if o["base"] else passes[0] for o in outs[1:]]
+    trained_by_seed = [next(scored) for _ in outs]
+
+    def result(name: str, optimised: bool = True) -> MetricResult:
+        return metric_result(
+            name,
+            [p[name] for p in passes],
+            [b[name] for b in base_by_seed],
+            [t[name] for t in trained_by_seed],
+            seed=seed,
+            optimised=optimised,
+        )
+
+    names = [n for n in trained_by_seed[0] if n not in DIRECTIONLESS]
+    metrics = [result(name) for name in names]
+    unoptimised = [result(name, optimised=False) for name in DIRECTIONLESS]
+    nll = _nll_metric(outs, seed)
+    if nll is not None:
+        unoptimised.insert(0, nll)
+    for m in metrics + unoptimised:
         if m.degenerate:
             warnings.append(
                 f"DEGENERATE {m.name}: {m.degenerate} across every pass; {DEGENERATE_CAUSE}"
@@ -251,14 +245,14 @@ def evaluate_run(
         else (
             0.5 * top
             if top != float("inf")
-            else statistics.median(v for task in base[0]["reward"] for v in task)
+            else statistics.median(v for task in passes[0]["reward"] for v in task)
         )
     )
     headline = metrics[0]
     deltas_sd = statistics.pstdev(
         [
             statistics.fmean(t) - statistics.fmean(b)
-            for t, b in zip(trained["reward"], base[0]["reward"], strict=True)
+            for t, b in zip(trained_by_seed[0]["reward"], base_by_seed[0]["reward"], strict=True)
         ]
     )
     needed = (
@@ -269,17 +263,19 @@ def evaluate_run(
     examples = [
         {
             "prompt": tasks[i]["prompt_text"],
-            "base": out["base"][0][i][0],
-            "trained": out["trained"][i][0],
-            "base_reward": base[0]["reward"][i][0],
-            "trained_reward": trained["reward"][i][0],
+            "base": outs[0]["base"][0][i][0],
+            "trained": outs[0]["trained"][i][0],
+            "base_reward": passes[0]["reward"][i][0],
+            "trained_reward": trained_by_seed[0]["reward"][i][0],
         }
         for i in range(min(EXAMPLES, len(tasks)))
     ]
     return EvalResult(
-        run_id=run_dir.name,
+        run_id=group_id or first.name,
+        runs=[d.name for d in run_dirs],
+        training_seeds=len(run_dirs),
         created_at=time.time(),
-        verdict=headline.verdict,
+        verdict=qualified(headline.verdict, regressions(unoptimised)),
         tasks_total=len(holdout),
         tasks_used=len(tasks),
         dropped_contaminated={
@@ -292,10 +288,51 @@ def evaluate_run(
         base_passes=base_passes,
         seeds=seeds,
         metrics=metrics,
-        pass_rates=pass_rates(base[0]["reward"], trained["reward"], threshold, k),
+        unoptimised=unoptimised,
+        pass_rates=pass_rates(
+            base_by_seed[0]["reward"], trained_by_seed[0]["reward"], threshold, k
+        ),
         tasks_needed=needed,
         warnings=warnings,
         examples=examples,
+    )
+
+
+def score_passes(
+    spec: Any, reward: Any, passes: list[list[str]], rows: list[dict[str, Any]]
+) -> list[Scores]:
+    """The reward's scores of each pass: here for a built-in reward, in an isolated child
+    (posttrain.rewards.isolated) for the user's own code, which never runs in the server."""
+    if spec.reward.name in REWARDS:
+        return [score_rows(reward, completions, rows) for completions in passes]
+    answers = score_in_subprocess(
+        spec.reward.name, dict(spec.reward.params or {}), [(p, rows) for p in passes]
+    )
+    return [Scores(rewards=a["rewards"], components=a["components"]) for a in answers]
+
+
+def _nll_metric(outs: list[dict[str, Any]], seed: int) -> MetricResult | None:
+    """reference_nll from each seed's arms: deterministic, so its base "passes" agree and its
+    noise floor is 0; tasks without a reference are left out."""
+    if any(o.get("nll") is None for o in outs):
+        return None
+    base0 = outs[0]["nll"]["base"]
+    keep = [i for i, v in enumerate(base0) if v is not None]
+    if len(keep) < stats.MIN_TASKS_ANY:
+        return None
+
+    def tasks_of(values: list[float | None]) -> list[list[float]]:
+        return [[float(values[i])] for i in keep]  # type: ignore[arg-type]
+
+    bases = [tasks_of(o["nll"]["base"] if o["nll"]["base"] is not None else base0) for o in outs]
+    return metric_result(
+        "reference_nll",
+        [bases[0], bases[0]],
+        bases,
+        [tasks_of(o["nll"]["trained"]) for o in outs],
+        seed=seed,
+        optimised=False,
+        higher_is_better=False,
     )
 
 

@@ -149,6 +149,8 @@ def verdict(
         reasons.append(f"n={n_tasks} tasks < {MIN_TASKS_PROVEN}")
     if training_seeds < 2:
         reasons.append("one training seed")
+    elif training_seeds < 3:
+        reasons.append(f"{training_seeds} training seeds < 3")
     if is_training_reward:
         reasons.append("the metric is the training reward itself")
     # insufficient_data claims nothing, so it needs no "unproven" caveats

@@ -58,6 +58,75 @@ def sample(
     return tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
 
 
+def reference_nll(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[Any],
+    references: list[str | None],
+    *,
+    template_kwargs: dict[str, Any] | None = None,
+    tools: list[Any] | None = None,
+    batch: int = 8,
+) -> list[float | None]:
+    """The mean per-token negative log-likelihood of each reference answer, as the model's
+    reply to its prompt (the chat template's generation prompt, then the answer and the end
+    of the turn); None where a task has no reference."""
+    import torch
+
+    rows = []
+    for prompt, reference, row_tools in zip(
+        prompts, references, tools or [None] * len(prompts), strict=True
+    ):
+        if not reference:
+            rows.append(None)
+            continue
+        text = tokenizer.apply_chat_template(
+            prompt,
+            tokenize=False,
+            add_generation_prompt=True,
+            tools=row_tools or None,
+            **(template_kwargs or {}),
+        )
+        head = tokenizer(text, add_special_tokens=False)["input_ids"]
+        answer = tokenizer(str(reference) + tokenizer.eos_token, add_special_tokens=False)
+        rows.append((head, answer["input_ids"]))
+    out: list[float | None] = [None] * len(rows)
+    todo = [i for i, r in enumerate(rows) if r is not None]
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            seqs = [rows[i][0] + rows[i][1] for i in chunk]  # type: ignore[index]
+            width = max(map(len, seqs))
+            pad = tokenizer.pad_token_id
+            ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
+            mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+            labels = torch.full_like(ids, -100)
+            for j, i in enumerate(chunk):
+                head, answer = rows[i]  # type: ignore[misc]
+                labels[j, len(head) : len(head) + len(answer)] = ids[
+                    j, len(head) : len(head) + len(answer)
+                ]
+            with torch.inference_mode():
+                logits = model(
+                    input_ids=ids.to(model.device), attention_mask=mask.to(model.device)
+                ).logits.float()
+            shifted, targets = logits[:, :-1], labels[:, 1:].to(model.device)
+            nll = torch.nn.functional.cross_entropy(
+                shifted.reshape(-1, shifted.size(-1)),
+                targets.reshape(-1),
+                ignore_index=-100,
+                reduction="none",
+            ).view(targets.shape)
+            counted = (targets != -100).sum(dim=1).clamp(min=1)
+            for j, i in enumerate(chunk):
+                out[i] = float(nll[j].sum() / counted[j])
+    finally:
+        model.train(was_training)
+    return out
+
+
 def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
     """The run's base model and tokenizer, and whether its result is a LoRA adapter.
 
@@ -91,9 +160,11 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     """Base passes (one per seed), then the trained pass, through one code path.
 
     job: prompts (chat messages), tools (each prompt's tool schemas, or None), k (samples per
-    prompt), base_seeds, trained_seed, max_new_tokens, temperature, template_kwargs. Returns
-    {"base": [pass][prompt][k], "trained": [prompt][k]}. The base passes run before the
-    adapter is attached, so they can never see it (peft wraps the model in place).
+    prompt), base_seeds, trained_seed, max_new_tokens, temperature, template_kwargs, and
+    references (optional: their NLL under each arm). Returns {"base": [pass][prompt][k],
+    "trained": [prompt][k], "nll": {"base": [prompt], "trained": [prompt]} or None}. The base
+    passes run before the adapter is attached, so they can never see it (peft wraps the model
+    in place).
     """
     from pathlib import Path
 
@@ -115,7 +186,20 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         flat = sample(m, tokenizer, prompts, seed=seed, tools=job.get("tools"), **settings)
         return [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
 
+    def nll(m: Any) -> list[float | None] | None:
+        if not job.get("references"):
+            return None
+        return reference_nll(
+            m,
+            tokenizer,
+            prompts,
+            job["references"],
+            template_kwargs=settings["template_kwargs"],
+            tools=job.get("tools"),
+        )
+
     base = [one_pass(model, seed) for seed in job["base_seeds"]]
+    base_nll = nll(model)
     if is_adapter:
         from peft import PeftModel
 
@@ -128,4 +212,9 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         trained_model = AutoModelForCausalLM.from_pretrained(
             str(run_dir / "final"), **Device.detect().model_kwargs()
         ).to(model.device)
-    return {"base": base, "trained": one_pass(trained_model, int(job["trained_seed"]))}
+    trained = one_pass(trained_model, int(job["trained_seed"]))
+    return {
+        "base": base,
+        "trained": trained,
+        "nll": {"base": base_nll, "trained": nll(trained_model)} if base_nll is not None else None,
+    }

@@ -58,3 +58,16 @@ def agreed(flag: bool) -> bool:
     value = torch.tensor([1 if flag else 0])
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())
+
+
+def leave() -> None:
+    """End this rank's part in the process group, every rank together. A gloo group left to
+    the interpreter's exit aborts the process ("terminate called without an active
+    exception") when one rank finishes while another still holds a connection."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()

@@ -26,6 +26,7 @@ from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
 from posttrain.runs.layout import CANCEL_REQUEST, TIMEOUT_REQUEST, EventWriter
+from posttrain.secrets import redact, redact_value
 from posttrain.spec import TraceSpec
 
 HEARTBEAT_S = 10.0
@@ -92,6 +93,7 @@ class Reporter:
         self.log(f"stage: {stage}")
 
     def log(self, message: str, level: str = "info") -> None:
+        message = redact(message, self.events.secrets)  # before the cut, which could split one
         if len(message) > LOG_MESSAGE_CHARS:  # one line may not flood the log or the index
             message = message[:LOG_MESSAGE_CHARS] + f"... [{len(message)} characters]"
         self.events.write("log", level=level, message=message)
@@ -110,7 +112,7 @@ class Reporter:
         folder.mkdir(exist_ok=True)
         name = f"step_{step:04d}.jsonl" if phase == "train" else f"{phase}_step_{step:04d}.jsonl"
         with (folder / name).open("w", encoding="utf-8") as f:
-            for row in rows:
+            for row in redact_value(rows, self.events.secrets):
                 f.write(json.dumps(row, default=str) + "\n")
         self.events.write("trace", phase=phase, step=step, path=f"traces/{name}", n=len(rows))
 
@@ -133,7 +135,8 @@ class Reporter:
 
 def one_line_cause(exc: BaseException) -> str:
     """What went wrong in one line a person can act on."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    said = redact(str(exc)).strip()  # before the cuts below, which could split a secret
+    text = said.splitlines()[0] if said else type(exc).__name__
     if "out of memory" in text.lower():
         return (
             "out of GPU memory: lower algorithm.batch_size or max_completion_length, use LoRA, "
@@ -166,6 +169,7 @@ def spread(n: int, k: int) -> list[int]:
 
 
 def _clip(text: str) -> str:
+    text = redact(text)  # before the cut, which could split a secret
     return text if len(text) <= TRACE_TEXT_CHARS else text[:TRACE_TEXT_CHARS] + "..."
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from posttrain.dataset import Prepared, prepare
 from posttrain.errors import ConfigError
-from posttrain.gpu.ranks import SilentReporter, rank
+from posttrain.gpu.ranks import SilentReporter, leave, rank
 from posttrain.gpu.reporter import (
     Cancelled,
     Reporter,
@@ -212,7 +212,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
 
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
-    job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward)
+    job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward, data.holdout)
     if dry:
         from posttrain.gpu.dryrun import train_with_resume
 
@@ -317,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_dir = Path(args[0])
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    status = train(run_dir)
+    try:
+        status = train(run_dir)
+    finally:
+        leave()
     return 0 if status in ("succeeded", "cancelled") else 1
 
 

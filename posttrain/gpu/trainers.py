@@ -63,6 +63,7 @@ class Job:
     reporter: Reporter
     device: Device
     reward: Reward | None
+    holdout: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def but(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -138,7 +139,7 @@ def run_sft(
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(spec) if settings.lora else None,
-        callbacks=[callback, *extra_callbacks],
+        callbacks=[callback, *held_out(job, phase), *extra_callbacks],
     )
     _silence_printer(trainer)
     trainer.train(resume_from_checkpoint=resume)
@@ -245,12 +246,23 @@ def run_grpo(
         peft_config=lora_config(spec) if a.lora else None,
         callbacks=[
             ReportingCallback(reporter, "train", tracing=tracing, proof=proof),
+            *held_out(job, "train"),
             *extra_callbacks,
         ],
     )
     _silence_printer(trainer)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
+
+
+def held_out(job: Job, phase: str) -> list[Any]:
+    """The held-out evaluation callback, where the spec asks for one (main phase only)."""
+    from posttrain.gpu.heldout import HeldOutEval
+
+    every = job.spec.algorithm.eval_every
+    if phase != "train" or not every or not job.holdout:
+        return []
+    return [HeldOutEval(job, every)]
 
 
 def _silence_printer(trainer: Any) -> None:

@@ -9,16 +9,23 @@ answer with a clear error and stay up. Only the trainer, itself a child, imports
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 from posttrain.errors import RewardError
+from posttrain.secrets import redact
 
 DEFAULT_TIMEOUT_S = 60.0
-STDERR_TAIL = 600
+DEFAULT_MEMORY_MB = 8192  # address space, not resident: a probe child with MiniLM maps ~2.6 GB
+STDERR_TAIL = 600  # characters of a failed child's stderr in the error (after redaction)
+STDERR_READ_CHARS = 100_000  # what is read of it: redacted whole, then cut to the tail
+ANSWER_CHARS = 5_000_000  # a probe report is a few kB (the answer is the last line)
 
 
 def reward_timeout_s() -> float:
@@ -59,38 +66,86 @@ def _content_key(ref: str) -> str:
 
 def probe_in_subprocess(job: dict[str, Any], timeout_s: float | None = None) -> dict:
     """Run run_probes(**job) in a child process; its report, or RewardError saying why not."""
-    return _run({"op": "probe", **job}, timeout_s, "the probe battery")
+    return _run({"op": "probe", **job}, timeout_s, "running the probe battery")
+
+
+def score_in_subprocess(
+    ref: str,
+    params: dict[str, Any],
+    batches: list[tuple[list[Any], list[dict[str, Any]]]],
+    timeout_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """score_rows(reward, completions, rows) for each (completions, rows) batch, in a child:
+    [{"rewards": [...], "components": {name: [...]}}]. The limit grows with the work (the
+    reward time limit per 1,000 completions, at least once)."""
+    n = sum(len(completions) for completions, _ in batches)
+    limit = timeout_s if timeout_s is not None else reward_timeout_s() * max(1.0, n / 1000)
+    job = {"op": "score", "reward": ref, "params": params, "batches": batches}
+    return _run(job, limit, f"scoring {n} completions")["scores"]
 
 
 def _run(job: dict[str, Any], timeout_s: float | None, doing: str) -> dict:
-    """One job in a child process, killed at the limit; its JSON answer or RewardError."""
+    """One job in a child process, killed at the limit; its JSON answer or RewardError.
+
+    The child leads its own process group, and the whole group is killed when the child
+    ends or at the limit: a reward that forks leaves nothing behind. Its output goes to
+    files, not pipes, so a lingering grandchild holding them open cannot make a reward that
+    returned at once look like one that hung."""
     if timeout_s is None:
         timeout_s = reward_timeout_s()
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    try:
-        out = subprocess.run(
+    with (
+        tempfile.TemporaryFile() as stdin,
+        tempfile.TemporaryFile() as stdout,
+        tempfile.TemporaryFile() as stderr,
+    ):
+        stdin.write(json.dumps(job, default=str).encode())
+        stdin.seek(0)
+        child = subprocess.Popen(
             [sys.executable, "-m", "posttrain.rewards.isolated"],
-            input=json.dumps(job, default=str),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
             env=env,
             cwd=os.getcwd(),
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        raise RewardError(
-            f"reward '{job['reward']}' did not finish {doing} within {timeout_s:.0f} s and was "
-            f"stopped; it may hang (at import?) or be far too slow for training (it runs on "
-            f"every sampled completion); POSTTRAIN_REWARD_TIMEOUT_S sets the limit"
-        ) from None
-    if out.returncode != 0:
         try:
-            problem = json.loads(out.stdout.strip().splitlines()[-1])["error"]
-        except (ValueError, IndexError, KeyError, TypeError):
-            tail = out.stderr.strip()[-STDERR_TAIL:] or "no output"
-            problem = f"the reward process exited with code {out.returncode}: {tail}"
-        raise RewardError(problem)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+            code = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:  # the group: the child if it still runs, and whatever it forked
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        if code is None:
+            raise RewardError(
+                f"reward '{job['reward']}' did not finish {doing} within {timeout_s:.0f} s and "
+                f"was stopped; it may hang (at import?) or be far too slow for training (it runs "
+                f"on every sampled completion); POSTTRAIN_REWARD_TIMEOUT_S sets the limit"
+            )
+        answer, err = _read(stdout, ANSWER_CHARS), _read(stderr, STDERR_READ_CHARS)
+    try:
+        parsed = json.loads(answer.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        parsed = None
+    if code != 0 or not isinstance(parsed, dict):
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+            raise RewardError(redact(parsed["error"]))
+        tail = redact(err).strip()[-STDERR_TAIL:] or "no output"  # redacted before the cut
+        raise RewardError(
+            f"reward '{job['reward']}': its process exited with code {code} while {doing} "
+            f"(did it call exit() or os._exit()?): {tail}"
+        )
+    return parsed
+
+
+def _read(f: Any, limit: int) -> str:
+    """The last `limit` characters a child wrote to a file (it may have written gigabytes)."""
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(max(0, size - limit * 4))  # a character is at most 4 bytes in UTF-8
+    return f.read().decode("utf-8", errors="replace")[-limit:]
 
 
 def _main() -> int:
@@ -99,19 +154,58 @@ def _main() -> int:
     from posttrain.rewards.registry import get_reward
 
     job = json.loads(sys.stdin.read())
-    op = job.pop("op", "probe")
+    answer_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # what the reward prints goes to stderr: it cannot forge the answer line
+    _limit_memory()
+    op, ref = job.pop("op", "probe"), job.pop("reward")
     try:
-        reward = get_reward(job.pop("reward"), job.pop("params", None))
+        reward = get_reward(ref, job.pop("params", None))
         if op == "inspect":
             reward.function  # noqa: B018  (imports the file: the error names what is wrong)
             answer: dict[str, Any] = {"columns": list(reward.columns)}
+        elif op == "score":
+            from posttrain.rewards.guards import score_rows
+
+            answer = {"scores": []}
+            for completions, rows in job.pop("batches"):
+                scores = score_rows(reward, completions, rows)
+                answer["scores"].append(
+                    {"rewards": scores.rewards, "components": scores.components}
+                )
         else:
             answer = run_probes(reward, job.pop("rows"), **job).to_dict()
     except PosttrainError as exc:
-        print(json.dumps({"error": str(exc)}))
-        return 1
-    print(json.dumps(answer, default=str))
-    return 0
+        answer = {"error": str(exc)}
+    except MemoryError:
+        answer = {"error": f"reward '{ref}' ran out of memory ({_memory_note()})"}
+    except BaseException as exc:  # exit() or Ctrl-C in their code: say so
+        doing = {"inspect": "loading", "score": "scoring"}.get(op, "scoring the probe battery")
+        answer = {"error": f"reward '{ref}' raised {type(exc).__name__} while {doing}: {exc}"}
+    answer_to.write(json.dumps(answer, default=str) + "\n")
+    answer_to.flush()
+    return 1 if "error" in answer else 0
+
+
+def _limit_memory() -> None:
+    """Cap the child's address space at $POSTTRAIN_REWARD_MEMORY_MB (0: no cap)."""
+    import resource
+
+    megabytes = _memory_mb()
+    if megabytes > 0:
+        limit = megabytes * 2**20
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _memory_mb() -> int:
+    try:
+        return int(os.environ.get("POSTTRAIN_REWARD_MEMORY_MB") or DEFAULT_MEMORY_MB)
+    except ValueError:
+        return DEFAULT_MEMORY_MB
+
+
+def _memory_note() -> str:
+    return f"the limit is {_memory_mb()} MB of address space; POSTTRAIN_REWARD_MEMORY_MB sets it"
 
 
 if __name__ == "__main__":

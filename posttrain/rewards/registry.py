@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -117,9 +118,28 @@ def get_reward(ref: str, params: Mapping[str, Any] | None = None) -> Reward:
         return info.build(**params)
     if ":" in ref:
         value_range = params.pop("value_range", None)
-        extra = {"value_range": tuple(value_range)} if value_range is not None else {}
+        extra = {"value_range": _value_range(value_range)} if value_range is not None else {}
         return UserReward(ref=ref, params=params, **extra)
     raise ConfigError(
         f"unknown reward '{ref}'; use one of {sorted(REWARDS)} or your own as "
         f"'path/to/file.py:function' (TRL signature: completions, **columns -> list[float])"
+    )
+
+
+def _value_range(value: Any) -> tuple[float, float]:
+    """params.value_range of a user reward: [low, high], two numbers with low < high."""
+    ok = (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    )
+    if ok:
+        with contextlib.suppress(OverflowError):  # an int of 5,000 digits is no float
+            low, high = float(value[0]), float(value[1])
+            if low < high:  # NaN fails this too
+                return low, high
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "..."
+    raise ConfigError(
+        f"reward params.value_range is {shown}: give two numbers [low, high] with low < high, "
+        f"e.g. [0, 1] (every score the reward returns must lie between them)"
     )

@@ -48,7 +48,8 @@ class Backend(Protocol):
 
     def unreachable(self, run_dir: Path) -> str | None: ...
 
-    def pull(self, run_dir: Path, out: Path) -> list[Path]: ...
+    def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
+        """Copy or download the run's `folder` (final/, warmstart/) into `out`."""
 
 
 def submit_and_record(backend: Backend, plan: RunPlan, run_dir: Path, release: Any) -> None:

@@ -61,7 +61,7 @@ from typing import Any
 from posttrain.errors import ConfigError, NotFoundError
 from posttrain.secrets import redact, redact_value, secret_values
 
-RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,63}$")
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,63}\Z")  # \Z: "$" would take a final newline
 EVENTS, RUN_META, SPEC, HOLDOUT = "events.jsonl", "run.json", "spec.json", "holdout.jsonl"
 CANCEL_REQUEST, STDOUT, PROCESS = "cancel.request", "stdout.log", "process.json"
 TIMEOUT_REQUEST = "timeout.request"  # the local supervisor's: compute.timeout_s has passed
@@ -131,14 +131,16 @@ class EventWriter:
         directory.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.last_write = 0.0
-        self._secrets = secret_values()  # never written, whoever composed the event
+        self.secrets = secret_values()  # never written, whoever composed the event
         if _ends_mid_line(self.path):  # a torn line from a killed writer: close it off
             os.write(self._fd, b"\n")
 
     def write(self, type_: str, durable: bool = False, **fields: Any) -> dict[str, Any]:
         event = {"t": round(time.time(), 3), "type": type_, **fields}
+        if self.secrets:  # on the values, before escaping can hide a secret from the mask
+            event = redact_value(event, self.secrets)
         line = json.dumps(event, default=_jsonable, separators=(",", ":")) + "\n"
-        line = redact(line, self._secrets) if self._secrets else line
+        line = redact(line, self.secrets) if self.secrets else line  # what str() made
         os.write(self._fd, line.encode())
         if durable:  # stages, checkpoints and results must survive a crash of the machine
             os.fsync(self._fd)

@@ -111,15 +111,16 @@ class LocalBackend:
     def unreachable(self, run_dir: Path) -> str | None:
         return None
 
-    def pull(self, run_dir: Path, out: Path) -> list[Path]:
-        """Copy the run's final adapter (or weights) to `out`."""
+    def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
+        """Copy the run's `folder` (final/: its adapter or weights) to `out`."""
 
         from posttrain.errors import NotFoundError
 
-        final = run_dir / "final"
-        if not final.is_dir():
-            raise NotFoundError(f"run {run_dir.name} has no final/ yet (it saves at the end)")
-        shutil.copytree(final, out, dirs_exist_ok=True)
+        source = run_dir / folder
+        if not source.is_dir():
+            raise NotFoundError(f"run {run_dir.name} has no {folder}/ yet (it saves at the end)")
+        if source.resolve() != out.resolve():
+            shutil.copytree(source, out, dirs_exist_ok=True)
         return sorted(p for p in out.rglob("*") if p.is_file())
 
     def cancel(self, run_dir: Path, grace_s: float = CANCEL_GRACE_S) -> dict[str, Any]:

@@ -298,15 +298,15 @@ class ModalBackend:
             max(0.0, end - start) * meta.get("usd_per_s", 0.0) * meta.get("gpu_count", 1), 4
         )
 
-    def pull(self, run_dir: Path, out: Path) -> list[Path]:
-        """Download the run's final adapter (or weights) from the Volume."""
+    def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
+        """Download the run's `folder` (final/: its adapter or weights) from the Volume."""
         volume = self.sdk.Volume.from_name(RUNS_VOLUME)
-        remote = f"/{run_dir.name}/final"
+        remote = f"/{run_dir.name}/{folder}"
         written = []
         try:
             entries = volume.listdir(remote, recursive=True)
         except self.sdk.exception.NotFoundError:
-            raise BackendError(f"run {run_dir.name} has no final/ on the Volume yet") from None
+            raise BackendError(f"run {run_dir.name} has no {folder}/ on the Volume yet") from None
         for entry in entries:
             if getattr(entry, "type", None) is not None and "DIR" in str(entry.type).upper():
                 continue

@@ -97,6 +97,13 @@ class Queries:
         ).fetchone()
         return dict(row) if row else None
 
+    def group_runs(self, group_id: str) -> list[str]:
+        """A group's runs, in seed order."""
+        rows = self.db.execute(
+            "SELECT run_id FROM runs WHERE group_id=? ORDER BY seed, run_id", (group_id,)
+        )
+        return [r[0] for r in rows]
+
     def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.execute(
             "SELECT step, path, t FROM checkpoints WHERE run_id=? ORDER BY step", (run_id,)

@@ -33,7 +33,7 @@ from posttrain.runs.measured import record
 from posttrain.runs.queries import Queries
 from posttrain.spec_keys import dry_run_key
 
-SCHEMA_VERSION = 2  # 2: dry runs, rendered prompts in traces, measured step times
+SCHEMA_VERSION = 3  # 2: dry runs, rendered prompts, measured step times; 3: run groups
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, spec_id TEXT, name TEXT, backend TEXT, model TEXT, kind TEXT,
@@ -42,8 +42,9 @@ CREATE TABLE IF NOT EXISTS runs (
     phase TEXT, step INTEGER DEFAULT 0, total_steps INTEGER, warmstart_steps INTEGER,
     reward REAL, best_reward REAL, last_event_at REAL, final TEXT,
     events_offset INTEGER NOT NULL DEFAULT 0, torn_lines INTEGER NOT NULL DEFAULT 0,
-    dry_run_key TEXT, dry_run TEXT
+    dry_run_key TEXT, dry_run TEXT, group_id TEXT, seed INTEGER
 );
+CREATE INDEX IF NOT EXISTS runs_group ON runs(group_id);
 CREATE INDEX IF NOT EXISTS runs_dry_run ON runs(dry_run_key);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
@@ -251,8 +252,8 @@ class Store(Queries):
         stand_in = bool((spec.get("model") or {}).get("stand_in"))
         self.db.execute(
             "INSERT OR IGNORE INTO runs (run_id, spec_id, name, backend, model, kind, run_dir, "
-            "created_at, total_steps, warmstart_steps, dry_run_key) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "created_at, total_steps, warmstart_steps, dry_run_key, group_id, seed) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 run_dir.name,
                 meta.get("spec_id"),
@@ -265,6 +266,8 @@ class Store(Queries):
                 algorithm.get("steps"),
                 warmstart.get("steps"),
                 dry_run_key(spec) if stand_in else None,
+                meta.get("group_id"),
+                algorithm.get("seed"),
             ),
         )
 
@@ -288,6 +291,12 @@ class Store(Queries):
                 s["reward"] = e["reward"]
                 best = s["best_reward"]
                 s["best_reward"] = e["reward"] if best is None else max(best, e["reward"])
+        elif kind == "heldout":  # a point of the held-out curve: not the run's step
+            data = {k: v for k, v in e.items() if k not in ("type", "t", "step")}
+            self.db.execute(
+                "INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
+                (s["run_id"], "heldout", int(e.get("step", 0)), t, json.dumps(data)),
+            )
         elif kind == "log":
             self._log(s["run_id"], pos, t, e.get("level", "info"), str(e.get("message", "")))
         elif kind == "trace":

@@ -12,6 +12,7 @@ token on clients that do not.
 # the approval resolvers are local names that string annotations could not resolve.
 
 import logging
+import os
 import sqlite3
 import time
 import traceback
@@ -35,6 +36,7 @@ from posttrain.paths import confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.secrets import redact
 from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask
+from posttrain.server.progress import LogLevels, Progress
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
 from posttrain.spec import load_spec
 from posttrain.tools import runs as run_tools
@@ -42,12 +44,26 @@ from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.evaluate import EvaluateOutcome, eval_question
 from posttrain.tools.evaluate import evaluate as evaluate_run_tool
+from posttrain.tools.export import ExportResult, export_run
+from posttrain.tools.groups import resolve_group
 from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_resolve, with_dry_run
 from posttrain.tools.plan import PlanResult, plan
 from posttrain.tools.resolve import resolve
 from posttrain.tools.reward_check import RewardCheck, check_reward
 
 log = logging.getLogger("posttrain.server")
+DEFAULT_CALL_DEADLINE_S = 900.0  # a local evaluate of a small model, or an export, fits
+LONG_CALL_DEADLINE_S = 4 * 3600.0  # evaluate on Modal, export of a large model
+
+
+def call_deadline_s() -> float:
+    """How long one tool call may run: $POSTTRAIN_CALL_DEADLINE_S, else 15 minutes."""
+    try:
+        return float(os.environ.get("POSTTRAIN_CALL_DEADLINE_S") or DEFAULT_CALL_DEADLINE_S)
+    except ValueError:
+        return DEFAULT_CALL_DEADLINE_S
+
+
 T = TypeVar("T")
 
 INSTRUCTIONS = """posttrain post-trains Qwen models (GRPO or SFT, LoRA) for you, carefully.
@@ -74,15 +90,21 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     rc = run_ctx or RunContext()
     roots = roots if roots is not None else allowed_roots()
     server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
+    levels = LogLevels()
+    levels.install(server)
 
     def spec_of(source: dict[str, Any] | str) -> Any:
         return load_spec(confine_spec_source(source, roots), roots)
 
     plans = PlanCache()
 
-    def launch_plan(spec: SpecArg, key: str | None) -> Any:
-        """The launch's plan, resolved once per call: the approval resolver and the tool
-        body read the same plan (the human approves exactly what starts)."""
+    def launch_plan(spec: SpecArg, key: str | None, seeds: list[int] | None = None) -> Any:
+        """The launch's plan (a group's, with seeds), resolved once per call: the approval
+        resolver and the tool body read the same plan (the human approves what starts)."""
+        if seeds is not None:
+            return plans.get(
+                ("group", spec, key, seeds), lambda: resolve_group(spec_of(spec), seeds, rc, key)
+            )
         return plans.get(("launch", spec, key), lambda: resolve(spec_of(spec), rc, key))
 
     def smoke_plan_of(spec: SpecArg, steps: int, backend: str) -> Any:
@@ -91,10 +113,22 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
             lambda: smoke_resolve(spec_of(spec), steps, backend, rc),
         )
 
-    async def call(fn: Callable[[], T]) -> T:
-        """Run blocking work off the event loop; turn every failure into a clear ToolError."""
+    async def call(fn: Callable[[], T], deadline_s: float | None = None) -> T:
+        """Run blocking work off the event loop; turn every failure into a clear ToolError.
+
+        Past its deadline a call is abandoned: the client hears so, and the worker slot is
+        free again (the thread finishes on its own, inside the bounds of what it runs)."""
+        deadline_s = deadline_s if deadline_s is not None else call_deadline_s()
         try:
-            return await anyio.to_thread.run_sync(fn)
+            with anyio.move_on_after(deadline_s) as scope:
+                return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            if scope.cancelled_caught:
+                raise ToolError(
+                    f"the call did not finish within its deadline of {deadline_s:.0f} s and "
+                    f"was abandoned (POSTTRAIN_CALL_DEADLINE_S sets it); the server is still "
+                    f"running"
+                )
+            raise AssertionError("unreachable")
         except PosttrainError as exc:
             raise ToolError(redact(str(exc))) from None
         except ToolError:
@@ -104,7 +138,15 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 f"storage problem: {exc}; free disk space in POSTTRAIN_HOME or make "
                 f"it writable (the server is still running)"
             ) from None
-        except Exception as exc:  # the server must stay up: report, log, carry on
+        except OSError as exc:  # a path the agent named: too long, a link loop, unreadable
+            name = str(exc.filename or "")
+            name = name if len(name) <= 120 else name[:120] + "..."
+            raise ToolError(
+                redact(f"cannot use the file '{name}': {exc.strerror or exc}; check the path")
+            ) from None
+        except anyio.get_cancelled_exc_class():  # the client gave up: not an error
+            raise
+        except BaseException as exc:  # exit() in a tool body must not end the server
             log.error("tool failed unexpectedly:\n%s", redact(traceback.format_exc()))
             raise ToolError(
                 redact(
@@ -119,10 +161,13 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         ctx: Context,
         confirmation_token: str | None = None,
         idempotency_key: str | None = None,
+        seeds: list[int] | None = None,
     ) -> Any:
         return ask(
             ctx,
-            lambda: human_question(launch_plan(spec, idempotency_key), confirmation_token, ctx=rc),
+            lambda: human_question(
+                launch_plan(spec, idempotency_key, seeds), confirmation_token, ctx=rc
+            ),
         )
 
     def ask_to_smoke(
@@ -281,6 +326,15 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 "(default: the spec id, while its run is live).",
             ),
         ] = None,
+        seeds: Annotated[
+            list[int] | None,
+            Field(
+                min_length=1,
+                max_length=16,
+                description="A run group: one run per seed (e.g. [0, 1, 2]), approved once "
+                "for the group's total; evaluate the group id to measure training noise.",
+            ),
+        ] = None,
     ) -> LaunchResult:
         """Start the full training run. Spends GPU money: your human approves it first.
 
@@ -291,7 +345,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """
         result = await call(
             lambda: launch(
-                launch_plan(spec, idempotency_key),
+                launch_plan(spec, idempotency_key, seeds),
                 confirmation_token,
                 human=decision_of(approval),
                 ctx=rc,
@@ -334,8 +388,17 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
     )
     async def evaluate(
-        run_id: RunId,
+        run_id: Annotated[
+            str,
+            Field(
+                max_length=64,
+                description="A run id, or a group id (grp-...) from a launch with seeds: "
+                "every seed is evaluated on the same tasks and the spread between seeds "
+                "(training noise) is measured.",
+            ),
+        ],
         approval: Annotated[ElicitationResult[Approval], Resolve(ask_to_evaluate)],
+        ctx: Context,
         k: Annotated[int, Field(ge=1, le=64, description="Samples per task.")] = 4,
         base_passes: Annotated[
             int,
@@ -359,10 +422,12 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         One code path for both arms (only the adapter differs); three base passes measure the
         noise floor; per-task paired deltas get a bootstrap interval and a permutation
         p-value; contaminated tasks are dropped. The verdict is improved, within_noise, worse
-        or insufficient_data, prefixed "unproven:" when n < 50 tasks, one training seed, or
-        the metric is the training reward itself; a metric training did not optimise is
-        reported beside it. Local runs evaluate here for free (seconds on the tiny model);
-        a Modal run's evaluation costs money and asks your human first.
+        or insufficient_data, prefixed "unproven:" when n < 50 tasks, fewer than 3 training
+        seeds, or the metric is the training reward itself; reference_nll (the held-out
+        references' likelihood, which training did not optimise) is reported apart, and a
+        gain with it worse reads improved_with_regression. Local runs evaluate here for free
+        (seconds on the tiny model); a Modal run's evaluation costs money and asks your
+        human first. Sends progress notifications while it works.
         """
         return await call(
             lambda: evaluate_run_tool(
@@ -375,7 +440,50 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 decision_of(approval),
                 confirmation_token,
                 rc,
-            )
+                progress=Progress(ctx, levels),
+            ),
+            LONG_CALL_DEADLINE_S,
+        )
+
+    @server.tool(
+        name="export_run",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True),
+    )
+    async def export_run_(
+        run_id: RunId,
+        out: Annotated[
+            str,
+            Field(
+                max_length=4096,
+                description="A new (or empty) folder inside the allowed roots for the model.",
+            ),
+        ],
+        merged: Annotated[
+            bool,
+            Field(
+                description="true (default): the adapter merged into its base, a model plain "
+                "transformers loads; false: the LoRA adapter folder alone."
+            ),
+        ] = True,
+        push_to_hub: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="owner/name: also upload to a private hub repository (needs "
+                "HF_TOKEN where the server runs, and the hub reachable).",
+            ),
+        ] = None,
+    ) -> ExportResult:
+        """The trained model in hand: safetensors, tokenizer and chat template in one folder.
+
+        A LoRA run's adapter is merged into the model it trained on (its warm-start, else its
+        base); a full fine-tune's weights are copied. A Modal run's files are read from the
+        Volume and merged on this machine (a hub base model must be cached or reachable).
+        Free. Export a run after evaluate has proven it.
+        """
+        return await call(
+            lambda: export_run(run_id, out, merged, push_to_hub, ctx=rc, roots=roots),
+            LONG_CALL_DEADLINE_S,
         )
 
     return server

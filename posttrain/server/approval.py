@@ -33,7 +33,7 @@ def ask(ctx: Context, question: Callable[[], str | None]) -> Any:
     """What an approval resolver returns: the question to elicit, or why nobody is asked."""
     try:
         q = question()
-    except Exception:  # a bad argument is reported by the tool body, with its message
+    except BaseException:  # reported by the tool body, with its message
         q = None
     if q is None:
         return NoQuestion(reason="not_needed")

@@ -15,6 +15,7 @@ outside the lock (posttrain.runs.backend). Tokens are stored only as hashes.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import secrets
 import sqlite3
@@ -47,9 +48,10 @@ CREATE TABLE IF NOT EXISTS launch_order (
 
 @dataclass(frozen=True)
 class Reservation:
-    run_id: str
+    run_id: str  # the first (or only) run
     existing: bool  # True: the key already belonged to a run that still counts
     seq: int = 0  # launch order, for the local queue
+    run_ids: tuple[str, ...] = ()  # every run reserved (a group has several)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,15 @@ class BudgetPolicy:
     auto_approve_usd: float = 0.0
     max_run_usd: float = 25.0
     max_day_usd: float = 100.0
+
+    def __post_init__(self) -> None:
+        for name in ("auto_approve_usd", "max_run_usd", "max_day_usd"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:  # Infinity would be no cap at all
+                raise ConfigError(
+                    f"budget {name} is {value}: give a finite number of dollars, 0 or more "
+                    f"(config.yaml budget.{name} or POSTTRAIN_{name.upper()})"
+                )
 
     @classmethod
     def load(cls) -> BudgetPolicy:
@@ -168,8 +179,15 @@ class Ledger:
             )
 
     def check_caps(
-        self, policy: BudgetPolicy, worst_case_usd: float, db: sqlite3.Connection | None = None
+        self,
+        policy: BudgetPolicy,
+        worst_case_usd: float,
+        db: sqlite3.Connection | None = None,
+        total: float | None = None,
     ) -> None:
+        """The per-run cap on `worst_case_usd` (one run's), the daily cap on `total` (a
+        group's, else the run's)."""
+        total = worst_case_usd if total is None else total
         if worst_case_usd > policy.max_run_usd:
             raise BudgetError(
                 f"refused: the worst case ${worst_case_usd:.2f} exceeds the per-run cap "
@@ -187,10 +205,10 @@ class Ledger:
         finally:
             if own:
                 db.close()
-        if spent + worst_case_usd > policy.max_day_usd:
+        if spent + total > policy.max_day_usd:
             raise BudgetError(
-                f"refused: ${spent:.2f} is already reserved today and this run's worst case "
-                f"${worst_case_usd:.2f} would pass the daily cap ${policy.max_day_usd:.2f} "
+                f"refused: ${spent:.2f} is already reserved today and this launch's worst case "
+                f"${total:.2f} would pass the daily cap ${policy.max_day_usd:.2f} "
                 f"(POSTTRAIN_MAX_DAY_USD)"
             )
 
@@ -205,10 +223,12 @@ class Ledger:
         create: Callable[[int], str],
         still_counts: Callable[[str], bool],
         token: str | None = None,
+        runs: int = 1,
     ) -> Reservation:
         """Claim the key, consume the token, check the caps, reserve the spend and create the
-        run (`create(seq)` makes its folder and returns its id): all or nothing, one at a
-        time. A key held by a run that `still_counts` returns that run instead."""
+        runs (`create(seq)` makes one run's folder and returns its id; called `runs` times,
+        for a group): all or nothing, one at a time. A key held by a run that `still_counts`
+        returns that run instead. `worst_case_usd` is the total, shared evenly by the runs."""
         db = self._connect()
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -220,31 +240,38 @@ class Ledger:
                     db.execute("ROLLBACK")
                     return Reservation(held["run_id"], existing=True)
                 if worst_case_usd > 0:
-                    self.check_caps(policy, worst_case_usd, db)
+                    self.check_caps(policy, worst_case_usd / runs, db, total=worst_case_usd)
                 if token is not None:
                     self._check_token(db, token, spec_id, worst_case_usd)
                 now = time.time()
-                seq = db.execute(
-                    "INSERT INTO launch_order (run_id, created_at) VALUES ('', ?)", (now,)
-                ).lastrowid
-                run_id = create(int(seq or 0))
-                db.execute("UPDATE launch_order SET run_id=? WHERE seq=?", (run_id, seq))
+                ids, seqs = [], []
+                for _ in range(runs):
+                    seq = int(
+                        db.execute(
+                            "INSERT INTO launch_order (run_id, created_at) VALUES ('', ?)", (now,)
+                        ).lastrowid
+                        or 0
+                    )
+                    run_id = create(seq)
+                    db.execute("UPDATE launch_order SET run_id=? WHERE seq=?", (run_id, seq))
+                    db.execute(
+                        "INSERT INTO spend VALUES (?,?,?,?,?,?)",
+                        (run_id, spec_id, today(), worst_case_usd / runs, approved_by, now),
+                    )
+                    ids.append(run_id)
+                    seqs.append(seq)
                 if token is not None:
                     db.execute(
                         "UPDATE tokens SET used_at=?, run_id=? WHERE token_hash=?",
-                        (now, run_id, _hash(token)),
+                        (now, ids[0], _hash(token)),
                     )
-                db.execute(
-                    "INSERT INTO spend VALUES (?,?,?,?,?,?)",
-                    (run_id, spec_id, today(), worst_case_usd, approved_by, now),
-                )
                 if key is not None:
                     db.execute(
                         "INSERT OR REPLACE INTO launches VALUES (?,?,?,?)",
-                        (key, run_id, spec_id, now),
+                        (key, ids[0], spec_id, now),
                     )
                 db.execute("COMMIT")
-                return Reservation(run_id, existing=False, seq=int(seq or 0))
+                return Reservation(ids[0], existing=False, seq=seqs[0], run_ids=tuple(ids))
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.catalog import gpu_prices
 from posttrain.errors import ConfigError
-from posttrain.evals.evaluate import EvalResult, evaluate_run, store
+from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.approval import Decision, decide, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
@@ -39,13 +39,26 @@ def _check(k: int, base_passes: int, max_tasks: int) -> None:
         raise ConfigError("k must be 1..64, base_passes 2..10 and max_tasks 5..5000")
 
 
-def _cost(run_dir: Path) -> tuple[str | None, float]:
-    """The GPU an evaluation of this run would use, and its worst-case cost."""
-    meta = read_json(run_dir / RUN_META)
+def _cost(run_dirs: list[Path]) -> tuple[str | None, float]:
+    """The GPU an evaluation of these runs would use, and its worst-case cost (each run's
+    passes are one call)."""
+    meta = read_json(run_dirs[0] / RUN_META)
     if (meta.get("backend") or "local") == "local":
         return None, 0.0
     gpu = meta.get("gpu") or "H100"
-    return gpu, round(EVAL_TIMEOUT_S * gpu_prices()[gpu], 2)
+    return gpu, round(EVAL_TIMEOUT_S * gpu_prices()[gpu] * len(run_dirs), 2)
+
+
+def _runs(ctx: Context, run_or_group: str) -> list[dict[str, Any]]:
+    """The runs an id names: one run, or every seed of a group."""
+    from posttrain.tools.groups import GROUP_ID_PREFIX, group_runs
+
+    ids = (
+        group_runs(ctx, run_or_group)
+        if run_or_group.startswith(GROUP_ID_PREFIX)
+        else [run_or_group]
+    )
+    return [ctx.run(run_id) for run_id in ids]
 
 
 def eval_question(
@@ -53,13 +66,14 @@ def eval_question(
 ) -> str | None:
     """What to ask the human before evaluating on Modal; None when nobody needs asking."""
     ctx = ctx or Context()
-    row = ctx.run(run_id)
-    gpu, worst = _cost(Path(row["run_dir"]))
+    rows = _runs(ctx, run_id)
+    gpu, worst = _cost([Path(r["run_dir"]) for r in rows])
     if gpu is None or who_approves(worst, confirmation_token, BudgetPolicy.load()):
         return None
+    what = f"the {len(rows)} runs of group {run_id}" if len(rows) > 1 else run_id
     return (
-        f"Evaluate {run_id} on Modal ({gpu}, base and trained passes on its held-out tasks) "
-        f"for up to {EVAL_TIMEOUT_S // 60} min: at most ${worst:.2f}?"
+        f"Evaluate {what} on Modal ({gpu}, base and trained passes on the held-out tasks) "
+        f"for up to {EVAL_TIMEOUT_S // 60} min each: at most ${worst:.2f}?"
     )
 
 
@@ -73,15 +87,20 @@ def evaluate(
     human: Decision = None,
     confirmation_token: str | None = None,
     ctx: Context | None = None,
+    progress: Any = None,
 ) -> EvaluateOutcome:
-    """Base vs trained on the run's held-out tasks; the verdict is stored with the run."""
+    """Base vs trained on the held-out tasks of a run, or of every seed of a group; the
+    verdict is stored with each run."""
     ctx = ctx or Context()
-    row = ctx.run(run_id)
-    if row["status"] != "succeeded":
-        raise ConfigError(f"run {run_id} is {row['status']}; evaluate a run that succeeded")
+    rows = _runs(ctx, run_id)
+    for row in rows:
+        if row["status"] != "succeeded":
+            raise ConfigError(
+                f"run {row['run_id']} is {row['status']}; evaluate runs that succeeded"
+            )
     _check(k, base_passes, max_tasks)
-    run_dir = Path(row["run_dir"])
-    gpu, worst = _cost(run_dir)
+    run_dirs = [Path(r["run_dir"]) for r in rows]
+    gpu, worst = _cost(run_dirs)
     approved_by = "free"
     if gpu is not None:
         ledger, policy = Ledger(), BudgetPolicy.load()
@@ -114,21 +133,28 @@ def evaluate(
             approved_by=approved_by or "human",
             token=confirmation_token if approved_by == "token" else None,
         )
-        generate = ctx.backend(row["backend"]).generator(run_dir, gpu, EVAL_TIMEOUT_S)
+        generators = [
+            ctx.backend(r["backend"]).generator(d, gpu, EVAL_TIMEOUT_S)  # type: ignore[attr-defined]
+            for r, d in zip(rows, run_dirs, strict=True)
+        ]
     else:
-        if not (run_dir / "final").is_dir():
-            raise ConfigError(f"run {run_id} has no final model; evaluate a finished run")
-        generate = _local_generate(run_dir)
-    result = evaluate_run(
-        run_dir,
-        generate,
+        for d in run_dirs:
+            if not (d / "final").is_dir():
+                raise ConfigError(f"run {d.name} has no final model; evaluate a finished run")
+        generators = [_local_generate(d) for d in run_dirs]
+    result = evaluate_runs(
+        run_dirs,
+        generators,
+        group_id=run_id if len(run_dirs) > 1 or run_id != run_dirs[0].name else None,
         k=k,
         base_passes=base_passes,
         max_tasks=max_tasks,
         threshold=threshold,
         seed=seed,
+        progress=progress,
     )
-    store(run_dir, result)
+    for d in run_dirs:
+        store(d, result)
     return EvaluateOutcome(
         status="done",
         run_id=run_id,

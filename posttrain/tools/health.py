@@ -7,6 +7,7 @@ Beside them: the summaries get_run shows of a run's evaluation and of its dry ru
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -19,6 +20,7 @@ JUMP_STEPS = 20  # a rise from low to near the maximum within this many steps is
 ZERO_STD_SHARE = 0.5
 END_WORD_SHARE = 0.4  # one word ending this share of lines
 RHYME_SHARE = 0.5  # one rhyme tail ending this share of lines
+HELDOUT_RISE = 0.1  # a training-reward rise worth comparing, as a share of the reward's range
 
 
 def _mean(values: list[float]) -> float | None:
@@ -103,17 +105,45 @@ def repeated_end_words(completions: list[str]) -> str | None:
     return None
 
 
+def heldout_stalls(
+    metrics: list[dict[str, Any]], heldout: list[dict[str, Any]], span: float | None
+) -> str | None:
+    """The training reward rose (by HELDOUT_RISE of the reward's range) while the held-out
+    reward gained less than a quarter of that: learning that does not carry over."""
+    rewards = [m.get("reward") for m in metrics]
+    points = [p for p in heldout if isinstance(p.get("reward"), int | float)]
+    if len(points) < 3 or len(rewards) < 2 * WINDOW:
+        return None
+    first, last = _mean(rewards[:WINDOW]), _mean(rewards[-WINDOW:])
+    if first is None or last is None:
+        return None
+    rise = last - first
+    held = points[-1]["reward"] - points[0]["reward"]
+    if rise >= HELDOUT_RISE * (span or 1.0) and held < 0.25 * rise:
+        return (
+            f"the training reward rose {first:.2f} -> {last:.2f} while the held-out reward did "
+            f"not ({points[0]['reward']:.2f} at step {points[0]['step']} -> "
+            f"{points[-1]['reward']:.2f} at step {points[-1]['step']}, {points[-1].get('n')} "
+            f"prompts): the model may be memorising its training prompts or gaming them; read "
+            f"sample_traces and evaluate before scaling up"
+        )
+    return None
+
+
 def warnings(
     metrics: list[dict[str, Any]],
     latest_completions: list[str],
     reward_top: float | None,
     max_completion_length: int | None,
+    heldout: list[dict[str, Any]] | None = None,
+    reward_span: float | None = None,
 ) -> list[str]:
     found = [
         reward_jump(metrics, reward_top),
         length_shift(metrics, max_completion_length),
         zero_variance(metrics),
         repeated_end_words(latest_completions),
+        heldout_stalls(metrics, heldout or [], reward_span),
     ]
     return [w for w in found if w]
 
@@ -153,7 +183,11 @@ def dry_run_summary(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]
 
 
 def run_health(
-    ctx: Any, row: dict[str, Any], metrics: list[dict[str, Any]], spec: dict[str, Any]
+    ctx: Any,
+    row: dict[str, Any],
+    metrics: list[dict[str, Any]],
+    spec: dict[str, Any],
+    heldout: list[dict[str, Any]] | None = None,
 ) -> list[str]:
     """The warnings get_run shows for a run (none for a dry run: its rewards are noise)."""
     from posttrain.rewards.registry import get_reward
@@ -162,9 +196,10 @@ def run_health(
         return []  # random weights: rewards mean nothing, so nothing to warn about
     reward = spec.get("reward") or {}
     try:
-        top = get_reward(reward.get("name", ""), reward.get("params") or {}).value_range[1]
+        low, top = get_reward(reward.get("name", ""), reward.get("params") or {}).value_range
     except Exception:  # a reward that no longer loads still has metrics worth checking
-        top = None
+        low, top = None, None
+    span = top - low if low is not None and top is not None and math.isfinite(top - low) else None
     steps = ctx.index.trace_steps(row["run_id"])
     latest = ctx.index.traces(row["run_id"], steps[-1:]) if steps else []
     return warnings(
@@ -172,4 +207,6 @@ def run_health(
         [t["completion"] or "" for t in latest],
         top,
         (spec.get("algorithm") or {}).get("max_completion_length"),
+        heldout,
+        span,
     )

@@ -28,6 +28,7 @@ from posttrain.tools.approval import (
 )
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
+from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_group
 from posttrain.tools.plan import CostEstimate
 from posttrain.tools.resolve import RunPlan, resolve
 
@@ -57,6 +58,9 @@ class LaunchResult(BaseModel):
         None, description="Ask your human; if they approve, call again with this token."
     )
     token_expires_at: float | None = None
+    group_id: str | None = Field(None, description="Set for a group: one run per seed.")
+    run_ids: list[str] = Field(default_factory=list, description="A group's runs, by seed.")
+    seeds: list[int] = Field(default_factory=list)
     message: str
 
 
@@ -76,15 +80,20 @@ def refuse_local_weights(spec: RunSpec) -> None:
 
 
 def human_question(
-    spec: RunSpec | dict[str, Any] | str | RunPlan,
+    spec: RunSpec | dict[str, Any] | str | RunPlan | GroupPlan,
     confirmation_token: str | None = None,
     idempotency_key: str | None = None,
     ctx: Context | None = None,
+    seeds: list[int] | None = None,
 ) -> str | None:
     """The question to put to the human, or None when this launch needs no one asked (free,
     policy, token, an existing run) or will be refused anyway (over a cap, or its backend
     cannot start: the launch says why at once)."""
     ctx = ctx or Context()
+    if seeds is not None and not isinstance(spec, GroupPlan):
+        spec = resolve_group(spec, seeds, ctx, idempotency_key)  # type: ignore[arg-type]
+    if isinstance(spec, GroupPlan):
+        return ask_group(spec, confirmation_token, ctx)
     plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
     if existing_run(ctx, plan):
         return None
@@ -96,15 +105,21 @@ def human_question(
 
 
 def launch(
-    spec: RunSpec | dict[str, Any] | str | RunPlan,
+    spec: RunSpec | dict[str, Any] | str | RunPlan | GroupPlan,
     confirmation_token: str | None = None,
     idempotency_key: str | None = None,
     human: Decision = None,
     ctx: Context | None = None,
+    seeds: list[int] | None = None,
 ) -> LaunchResult:
     """Start the run if it is free, within policy, confirmed by token, or approved by the
-    human; otherwise say what is needed. Raises BudgetError when a cap refuses it."""
+    human; otherwise say what is needed. Raises BudgetError when a cap refuses it. With
+    `seeds`: a group, one run per seed, approved once for the group's total."""
     ctx = ctx or Context()
+    if seeds is not None and not isinstance(spec, GroupPlan):
+        spec = resolve_group(spec, seeds, ctx, idempotency_key)  # type: ignore[arg-type]
+    if isinstance(spec, GroupPlan):
+        return launch_group(spec, confirmation_token, human, ctx, LaunchResult)
     plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
     base = {"spec_id": plan.spec_id, "cost": plan.cost, "dry_run_status": plan.dry_run_status}
     if run_id := existing_run(ctx, plan):

@@ -3,6 +3,7 @@ these, so the two never disagree. Inputs are plain values; outputs are pydantic 
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 import re
@@ -21,6 +22,9 @@ from posttrain.tools.progress import Projection
 
 MAX_LOG_LINES = 2000
 MAX_TRACE_SAMPLES = 64
+MAX_TRACE_STEPS = 20  # steps per sample_traces page; next_steps pages on
+MAX_TRACE_CHARS = 1_000_000  # prompt and completion text per page (a trace keeps 4,000 each)
+MAX_CURSOR = 2**63 - 1  # a log cursor is a SQLite integer
 MAX_FOLLOW_S = 60.0
 TREND_WINDOW = 10
 
@@ -40,6 +44,8 @@ class RunSummary(BaseModel):
     created_at: float | None = None
     age_s: float | None = None
     cost_usd: float = 0.0
+    group_id: str | None = Field(None, description="The run group (one run per seed).")
+    seed: int | None = None
 
 
 class Trend(BaseModel):
@@ -63,6 +69,11 @@ class RunDetail(RunSummary):
     components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
     checkpoints: list[dict[str, Any]] = Field(default_factory=list)
     health: list[str] = Field(default_factory=list, description="Warnings from metrics/traces.")
+    heldout: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="With algorithm.eval_every: the reward (and reference_nll) on held-out "
+        "prompts before step 1 and every eval_every steps, [{step, reward, reference_nll, n}].",
+    )
     evaluation: dict[str, Any] | None = Field(
         None, description="The latest evaluate verdict, with the reward's base and trained means."
     )
@@ -114,6 +125,10 @@ class TracePage(BaseModel):
     phase: str
     available_steps: list[int]
     steps: dict[int, list[TraceRow]]
+    next_steps: str | None = Field(
+        None, description="More steps matched than one page holds: pass this as steps."
+    )
+    note: str | None = None
 
 
 class CancelResult(BaseModel):
@@ -143,6 +158,8 @@ def _summary_fields(row: dict[str, Any], now: float, ctx: Context) -> dict[str, 
         "created_at": row["created_at"],
         "age_s": round(now - row["created_at"], 1) if row["created_at"] else None,
         "cost_usd": ctx.cost_usd(row),
+        "group_id": row.get("group_id"),
+        "seed": row.get("seed"),
     }
 
 
@@ -151,8 +168,10 @@ def list_runs(
     since_s: float | None = None,
     limit: int = 50,
     ctx: Context | None = None,
+    group_id: str | None = None,
 ) -> list[RunSummary]:
-    """Runs, newest first; `since_s`: only runs created in the last that many seconds."""
+    """Runs, newest first; `since_s`: only runs created in the last that many seconds;
+    `group_id`: only that group's runs."""
     ctx = ctx or Context()
     ctx.refresh()
     now = time.time()
@@ -161,6 +180,8 @@ def list_runs(
     rows = ctx.index.list_runs(
         "running" if want_stalled else status, since, limit=max(1, min(limit, 1000))
     )
+    if group_id is not None:
+        rows = [r for r in rows if r.get("group_id") == group_id]
     runs = [RunSummary(**_summary_fields(r, now, ctx)) for r in rows]
     return [r for r in runs if r.status == "stalled"] if want_stalled else runs
 
@@ -183,6 +204,11 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     now = time.time()
     every = ctx.index.metrics(run_id, phase=None)
     metrics = [m for m in every if m["phase"] == "train"]
+    heldout = [
+        {k: v for k, v in m.items() if k not in ("phase", "t")}
+        for m in every
+        if m["phase"] == "heldout"
+    ]
     rewards = [m["reward"] for m in metrics if isinstance(m.get("reward"), int | float)]
     start = row["started_at"] or row["created_at"]
     end = row["ended_at"] if row["status"] in FINAL_STATUSES else now
@@ -191,7 +217,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     timeout = (spec.get("compute") or {}).get("timeout_s")
     meta = read_json(Path(row["run_dir"]) / RUN_META)
     projection = project(row, every, meta, timeout, summary["cost_usd"], now)
-    health = run_health(ctx, row, metrics, spec)
+    health = run_health(ctx, row, metrics, spec, heldout)
     if (warning := over_estimate(projection)) and not (spec.get("model") or {}).get("stand_in"):
         health.append(warning)
     return RunDetail(
@@ -210,6 +236,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         components=(metrics[-1].get("components") or {}) if metrics else {},
         checkpoints=ctx.index.checkpoints(run_id),
         health=health,
+        heldout=heldout,
         evaluation=evaluation_summary(Path(row["run_dir"])),
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
@@ -228,6 +255,15 @@ def tail_logs(
 ) -> LogPage:
     """The last `tail` lines, or the lines after a cursor; `follow_s` waits (bounded) for new
     ones when there are none yet."""
+    if after is not None and not 0 <= after <= MAX_CURSOR:
+        raise ConfigError(
+            f"after {_short(after)}: a cursor is a number from an earlier tail_logs answer "
+            f"(0 to {MAX_CURSOR}); omit it for the last lines"
+        )
+    if search is not None and any(c < " " and c not in "\t\n" for c in search):
+        raise ConfigError(
+            "search contains a control character (e.g. NUL); search for words, e.g. 'error'"
+        )
     ctx = ctx or Context()
     row = ctx.run(run_id)
     tail = max(1, min(int(tail), MAX_LOG_LINES))
@@ -256,6 +292,9 @@ def parse_steps(text: str | list[int] | None, available: list[int]) -> list[int]
         return []
     if text is None or text == "":
         text = "first,last"
+    # Linear in what is asked and what is there: ranges are cut from the sorted steps by
+    # bisection, never expanded, and membership is a set lookup.
+    have = set(available)
     if isinstance(text, list):
         wanted = [int(s) for s in text]
     else:
@@ -266,20 +305,47 @@ def parse_steps(text: str | list[int] | None, available: list[int]) -> list[int]
                 wanted.append(available[0])
             elif part == "last":
                 wanted.append(available[-1])
-            elif re.fullmatch(r"\d+-\d+", part):
+            elif re.fullmatch(r"[0-9]{1,18}-[0-9]{1,18}", part):
                 lo, hi = map(int, part.split("-"))
-                wanted += [s for s in available if lo <= s <= hi]
-            elif part.isdigit():
+                wanted += available[
+                    bisect.bisect_left(available, lo) : bisect.bisect_right(available, hi)
+                ]
+            elif re.fullmatch(r"[0-9]{1,18}", part):  # ASCII digits: '²' is a digit to Python
                 wanted.append(int(part))
             else:
                 raise ConfigError(
-                    f"steps '{text}': use first, last, numbers and ranges, e.g. 'first,last' "
-                    f"or '1,4-9'"
+                    f"steps '{_short(text)}': use first, last, numbers and ranges of ASCII "
+                    f"digits, e.g. 'first,last' or '1,4-9'"
                 )
-    missing = [s for s in wanted if s not in available]
-    if missing and not any(s in available for s in wanted):
+    found = [s for s in wanted if s in have]
+    if wanted and not found:
+        missing = sorted(set(wanted))[:20]
         raise NotFoundError(f"no traces at step(s) {missing}; steps with traces: {available[:50]}")
-    return sorted(dict.fromkeys(s for s in wanted if s in available))
+    return sorted(set(found))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def _as_ranges(steps: list[int], available: list[int], limit: int = 200) -> str:
+    """Steps as 'a-b,c' over runs of consecutive available steps, at most `limit` characters
+    (whole parts only: a cursor for the next page, never a wrong step)."""
+    position = {s: i for i, s in enumerate(available)}
+    parts: list[str] = []
+    start = prev = steps[0]
+    for step in [*steps[1:], None]:
+        if step is not None and position[step] == position[prev] + 1:
+            prev = step
+            continue
+        part = str(start) if start == prev else f"{start}-{prev}"
+        if len(",".join([*parts, part])) > limit:
+            break
+        parts.append(part)
+        if step is not None:
+            start = prev = step
+    return ",".join(parts)
 
 
 def sample_traces(
@@ -299,11 +365,15 @@ def sample_traces(
     n = max(1, min(int(n), MAX_TRACE_SAMPLES))
     available = ctx.index.trace_steps(run_id, phase)
     chosen = parse_steps(steps, available)
-    rows = ctx.index.traces(run_id, chosen, phase)
+    page = chosen[:MAX_TRACE_STEPS]
+    by_step: dict[int, list[dict[str, Any]]] = {s: [] for s in page}
+    for r in ctx.index.traces(run_id, page, phase):
+        by_step[r["step"]].append(r)
     out: dict[int, list[TraceRow]] = {}
     rng = random.Random(seed)
-    for step in chosen:
-        at = [r for r in rows if r["step"] == step]
+    chars, done = 0, 0
+    for step in page:
+        at = by_step[step]
         if order == "random":
             rng.shuffle(at)
         else:
@@ -311,8 +381,29 @@ def sample_traces(
                 key=lambda r: r["reward"] if r["reward"] is not None else float("-inf"),
                 reverse=order == "best",
             )
-        out[step] = [TraceRow(**{**r, "group": r["grp"]}) for r in at[:n]]
-    return TracePage(run_id=run_id, phase=phase, available_steps=available, steps=out)
+        kept = at[:n]
+        size = sum(len(r["prompt"] or "") + len(r["completion"] or "") for r in kept)
+        if out and chars + size > MAX_TRACE_CHARS:
+            break
+        chars += size
+        out[step] = [TraceRow(**{**r, "group": r["grp"]}) for r in kept]
+        done += 1
+    rest = chosen[done:]
+    note = None
+    if rest:
+        note = (
+            f"{len(chosen)} steps matched; this page holds {done} (at most {MAX_TRACE_STEPS} "
+            f"steps and {MAX_TRACE_CHARS:,} characters of text): call again with steps "
+            f"next_steps for more"
+        )
+    return TracePage(
+        run_id=run_id,
+        phase=phase,
+        available_steps=available,
+        steps=out,
+        next_steps=_as_ranges(rest, available) if rest else None,
+        note=note,
+    )
 
 
 def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -> CancelResult:

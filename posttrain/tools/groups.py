@@ -1,0 +1,233 @@
+"""Run groups: one spec trained with several seeds, approved once for the group's price.
+
+`launch_group` resolves one plan per seed (the spec with `algorithm.seed` set), asks one
+question for the total, reserves every run in one ledger transaction (all or none: a group
+never half-starts over a cap), then submits each. Each run's run.json names its group; the
+index, list_runs, get_run, the CLI and the dashboard show it, and `evaluate` of a group id
+measures the training noise across its seeds (posttrain.evals.evaluate).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from posttrain.errors import BackendError, ConfigError
+from posttrain.runs.backend import submit_and_record
+from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
+from posttrain.spec import MAX_NAME, RunSpec, load_spec
+from posttrain.tools.approval import Decision, decide, needs_asking, still_counts
+from posttrain.tools.budget import BudgetPolicy, Ledger
+from posttrain.tools.plan import CostEstimate
+from posttrain.tools.resolve import RunPlan, resolve
+
+MAX_SEEDS = 16
+GROUP_ID_PREFIX = "grp-"
+
+
+class GroupPlan(BaseModel):
+    group_id: str
+    seeds: list[int]
+    plans: list[RunPlan]
+    key: str
+    explicit_key: bool
+    cost: CostEstimate = Field(description="The group's totals: every seed's run.")
+
+
+def new_group_id() -> str:
+    import secrets
+
+    return time.strftime(f"{GROUP_ID_PREFIX}%y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(2)
+
+
+def resolve_group(
+    spec: RunSpec | dict[str, Any] | str, seeds: list[int], ctx: Any, key: str | None = None
+) -> GroupPlan:
+    """One plan per seed, and the group's summed price."""
+    seeds = list(dict.fromkeys(int(s) for s in seeds))
+    if not 1 <= len(seeds) <= MAX_SEEDS:
+        raise ConfigError(f"seeds: give 1 to {MAX_SEEDS} distinct seeds (got {len(seeds)})")
+    spec = load_spec(spec)
+    data = spec.model_dump(mode="json")
+    plans = []
+    for seed in seeds:
+        one = {**data, "algorithm": {**data["algorithm"], "seed": seed}}
+        suffix = f" (seed {seed})"
+        one["name"] = (spec.name or spec.model.name)[: MAX_NAME - len(suffix)] + suffix
+        plans.append(resolve(one, ctx))
+    group_key = key or f"{spec.spec_id}:seeds={','.join(map(str, seeds))}"
+    return GroupPlan(
+        group_id=new_group_id(),
+        seeds=seeds,
+        plans=plans,
+        key=group_key,
+        explicit_key=key is not None,
+        cost=_total([p.cost for p in plans]),
+    )
+
+
+def _total(costs: list[CostEstimate]) -> CostEstimate:
+    """The group's price: money adds up; time is the longest run on Modal (they run side by
+    side) and the sum locally (they queue)."""
+    first = costs[0]
+    local = first.backend == "local"
+    combine = sum if local else max
+
+    def add(field: str) -> float:
+        return round(sum(getattr(c, field) for c in costs), 2)
+
+    return first.model_copy(
+        update={
+            "expected_s": combine(c.expected_s for c in costs),
+            "expected_high_s": combine(c.expected_high_s for c in costs),
+            "expected_usd": add("expected_usd"),
+            "expected_high_usd": add("expected_high_usd"),
+            "worst_case_usd": add("worst_case_usd"),
+            "basis": f"{len(costs)} runs, one per seed: {first.basis}",
+        }
+    )
+
+
+def group_question(group: GroupPlan) -> str:
+    spec, cost = group.plans[0].spec, group.cost
+    gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
+    return (
+        f"Launch a group of {len(group.seeds)} runs of {spec.model.name} "
+        f"({spec.algorithm.kind}, {spec.algorithm.steps} steps, seeds "
+        f"{', '.join(map(str, group.seeds))}), each on {gpu} for up to "
+        f"{cost.timeout_s / 60:.0f} min: estimated ${cost.expected_usd:.2f} in all (up to "
+        f"${cost.expected_high_usd:.2f}), at most ${cost.worst_case_usd:.2f}? "
+        f"{group.plans[0].dry_run_status or ''}"
+    ).rstrip()
+
+
+def group_runs(ctx: Any, group_id: str) -> list[str]:
+    """The runs of a group, in seed order."""
+    ctx.refresh()
+    rows = [r for r in ctx.index.list_runs(limit=10_000) if r.get("group_id") == group_id]
+    if not rows:
+        raise ConfigError(f"no group '{group_id}'; list runs with `posttrain run list`")
+    rows.sort(key=lambda r: read_json(ctx.root / r["run_id"] / RUN_META).get("seed", 0))
+    return [r["run_id"] for r in rows]
+
+
+def existing_group(ctx: Any, group: GroupPlan) -> list[str] | None:
+    run_id = Ledger().existing(group.key)
+    if not run_id or not still_counts(ctx, run_id, group.explicit_key):
+        return None
+    group_id = read_json(ctx.root / run_id / RUN_META).get("group_id")
+    return group_runs(ctx, group_id) if group_id else [run_id]
+
+
+def launch_group(
+    group: GroupPlan,
+    confirmation_token: str | None,
+    human: Decision,
+    ctx: Any,
+    result_type: Any,
+) -> Any:
+    """Start every run of the group, or none; the result lists them."""
+    from posttrain.tools.launch import ready_backend
+
+    first = group.plans[0]
+    base = {
+        "spec_id": first.spec_id,
+        "cost": group.cost,
+        "dry_run_status": first.dry_run_status,
+        "seeds": group.seeds,
+    }
+    if found := existing_group(ctx, group):
+        group_id = read_json(ctx.root / found[0] / RUN_META).get("group_id")
+        return result_type(
+            status="existing",
+            run_id=found[0],
+            run_ids=found,
+            group_id=group_id,
+            **base,
+            message=f"group {group_id} was already started with this key; nothing new started",
+        )
+    backend = ready_backend(ctx, first)
+    ledger, policy = Ledger(), BudgetPolicy.load()
+    worst = group.cost.worst_case_usd
+    spend_id = f"group:{first.spec_id}:{group.key}"
+    outcome, approved_by, token = decide(spend_id, worst, confirmation_token, human, policy, ledger)
+    if outcome == "declined":
+        return result_type(status="declined", **base, message="the human declined: nothing started")
+    if outcome == "needs_confirmation":
+        assert token is not None
+        return result_type(
+            status="needs_confirmation",
+            **base,
+            confirmation_token=token[0],
+            token_expires_at=token[1],
+            message=f"{group_question(group)} Ask your human; if they approve, call launch "
+            f"again with the same spec, seeds and confirmation_token",
+        )
+    approved_by = approved_by or "human"
+    order = iter(group.plans)
+
+    def create(seq: int) -> str:
+        from posttrain.tools.launch import create_run
+
+        plan = next(order)
+        run_id = create_run(ctx, plan, seq, approved_by)
+        meta = read_json(ctx.root / run_id / RUN_META)
+        meta.update(group_id=group.group_id, seed=plan.spec.algorithm.seed)
+        write_json_atomic(ctx.root / run_id / RUN_META, meta)
+        return run_id
+
+    try:
+        reservation = ledger.reserve(
+            policy=policy,
+            key=group.key,
+            spec_id=spend_id,
+            worst_case_usd=worst,
+            approved_by=approved_by,
+            create=create,
+            still_counts=lambda run_id: still_counts(ctx, run_id, group.explicit_key),
+            token=confirmation_token if approved_by == "token" else None,
+            runs=len(group.plans),
+        )
+    except sqlite3.OperationalError as exc:
+        raise BackendError(f"cannot record the launch in {ledger.path}: {exc}") from None
+    failed = []
+    for plan, run_id in zip(group.plans, reservation.run_ids, strict=True):
+        try:
+            submit_and_record(backend, plan, ctx.root / run_id, lambda r=run_id: ledger.release(r))
+        except BackendError as exc:
+            failed.append(f"{run_id}: {exc}")
+    ctx.index.sync(list(reservation.run_ids))
+    started = len(reservation.run_ids) - len(failed)
+    message = f"started group {group.group_id}: {started} run(s) on {first.backend}; poll get_run"
+    if failed:
+        message += f"; {len(failed)} could not start: {'; '.join(failed)}"
+    return result_type(
+        status="started",
+        run_id=reservation.run_ids[0],
+        run_ids=list(reservation.run_ids),
+        group_id=group.group_id,
+        approved_by=approved_by,
+        **base,
+        message=message,
+    )
+
+
+def ask_group(group: GroupPlan, confirmation_token: str | None, ctx: Any) -> str | None:
+    """The question for the group, or None when nobody needs asking."""
+    from posttrain.errors import PosttrainError
+    from posttrain.tools.launch import ready_backend
+
+    if existing_group(ctx, group):
+        return None
+    try:
+        ready_backend(ctx, group.plans[0])
+    except PosttrainError:
+        return None
+    return (
+        group_question(group)
+        if needs_asking(group.cost.worst_case_usd, confirmation_token)
+        else None
+    )
