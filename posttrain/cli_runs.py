@@ -21,6 +21,7 @@ from posttrain.cli_common import (
     guarded,
     untrusted,
 )
+from posttrain.demo import DEMO_STEPS, DEMO_WARMSTART_STEPS
 from posttrain.errors import ConfigError
 from posttrain.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
@@ -349,8 +350,10 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
 
     @app.command("demo")
     def demo(
-        steps: Annotated[int, typer.Option(min=1, help="GRPO steps.")] = 300,
-        warmstart_steps: Annotated[int, typer.Option(min=1, help="SFT warm-start steps.")] = 250,
+        steps: Annotated[int, typer.Option(min=1, help="GRPO steps.")] = DEMO_STEPS,
+        warmstart_steps: Annotated[
+            int, typer.Option(min=1, help="SFT warm-start steps.")
+        ] = DEMO_WARMSTART_STEPS,
         seed: int = 0,
         as_json: JsonFlag = False,
     ) -> None:

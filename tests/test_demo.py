@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from posttrain.demo import demo_spec
+from posttrain.demo import DEMO_STEPS, demo_spec
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, sample_traces
@@ -22,11 +22,11 @@ def test_the_demo_run_learns_to_rhyme(home):
     detail = get_run(run_id, verbose=True)
     assert detail.status == "succeeded", detail.cause
     rhyme = [m["components"]["rhyme"] for m in detail.metrics]
-    assert len(rhyme) == 300
+    assert len(rhyme) == DEMO_STEPS
     first, last = statistics.fmean(rhyme[:10]), statistics.fmean(rhyme[-10:])
     # Measured on 2 cores: first 10 steps 0.06, last 10 steps 0.69 (seed 0).
     assert last > first + 0.15, f"rhyme first 10 steps {first:.3f}, last 10 {last:.3f}"
-    late = sample_traces(run_id, "last", n=8, order="best").steps[300]
+    late = sample_traces(run_id, "last", n=8, order="best").steps[DEMO_STEPS]
     assert max(r.components["rhyme"] for r in late) > 0.5  # real verse that rhymes
 
     result = evaluate(run_id).result  # base = the SFT warm-start, on held-out prompts

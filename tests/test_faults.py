@@ -214,7 +214,8 @@ def test_a_reward_that_hangs_or_crashes_in_check_reward_gets_a_clear_error(
 
     results = asyncio.run(session())
     hang, hang_s = results["hang"]
-    assert hang.is_error and "did not finish running the probe battery within 3 s" in hang.content[0].text
+    said = hang.content[0].text
+    assert hang.is_error and "did not finish running the probe battery within 3 s" in said
     assert hang_s < 30
     crash, _ = results["crash"]
     assert crash.is_error and "exited with code 9" in crash.content[0].text
