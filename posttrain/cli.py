@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from posttrain.cli_common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
+from posttrain.cli_demo import register_demo
 from posttrain.cli_lifecycle import register as register_lifecycle
 from posttrain.cli_runs import register
 from posttrain.errors import ConfigError
@@ -139,6 +140,7 @@ def _render_probe_report(report: dict[str, Any]) -> None:
 
 register(app, run_app)
 register_lifecycle(app)
+register_demo(app)
 
 
 @app.command("serve")

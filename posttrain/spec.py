@@ -36,7 +36,6 @@ from posttrain.paths import (
     confine_in_validation,
     confine_local_in_validation,
     exists,
-    expand,
     is_file,
 )
 from posttrain.spec_bounds import check_template_kwargs, template_columns
@@ -45,7 +44,7 @@ from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
 HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
-MAX_SEED = 2**32 - 1  # numpy's range; torch and random take it too
+MAX_SEED = spec_bounds.MAX_SEED
 MAX_NAME = 200  # characters of a spec's name
 
 
@@ -421,46 +420,7 @@ def load_spec(
     With `roots`, every local path the spec names must lie inside them (checked first)."""
     if isinstance(source, RunSpec):
         return source
-    data: Any = source
-    if isinstance(source, Path) or (
-        isinstance(source, str) and not source.lstrip().startswith("{")
-    ):
-        if "\x00" in str(source):
-            raise ConfigError("spec file path contains a NUL byte; give a real file path")
-        path = expand(source)
-        if not is_file(path):
-            raise ConfigError(f"spec file {path} does not exist; give a .yaml or .json spec file")
-        if path.stat().st_size > 4 * spec_bounds.MAX_SPEC_CHARS:  # not read at all
-            raise ConfigError(
-                f"spec file {path} is {path.stat().st_size:,} bytes; a spec is a few kB (keep "
-                f"data in dataset.path, not in the spec)"
-            )
-        text = path.read_text(encoding="utf-8", errors="replace")
-        spec_bounds.check_text(text, f"spec file {path}")
-        try:
-            if path.suffix.lower() in (".yaml", ".yml"):
-                data = spec_bounds.load_yaml(text)
-            else:
-                data = json.loads(text)
-        except ConfigError:
-            raise
-        except RecursionError:
-            raise ConfigError(f"spec file {path} is nested too deeply; a spec is flat") from None
-        except Exception as exc:  # yaml and json raise different types for the same problem
-            raise ConfigError(f"spec file {path} is not valid {path.suffix[1:]}: {exc}") from None
-    elif isinstance(source, str):
-        spec_bounds.check_text(source, "the spec")
-        try:
-            data = json.loads(source)
-        except RecursionError:
-            raise ConfigError("spec is nested too deeply; a spec is flat") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"spec is not valid JSON: {exc}") from None
-        except ValueError:  # Python refuses to read an integer of thousands of digits
-            raise ConfigError(
-                "spec has a number of more than 4,300 digits; no field takes one (seeds are "
-                f"0..{MAX_SEED})"
-            ) from None
+    data = spec_bounds.read_source(source)
     if not isinstance(data, dict):
         raise ConfigError(f"a spec must be a mapping of fields, not {type(data).__name__}")
     spec_bounds.check_data(data)

@@ -13,12 +13,14 @@ unbounded memory or CPU (issue 15).
 
 from __future__ import annotations
 
+import json
 import string
 from typing import Any
 
 from posttrain.errors import ConfigError
 
 MAX_SPEC_CHARS = 1_000_000  # a real spec is a few kB
+MAX_SEED = 2**32 - 1  # numpy's range; torch and random take it too
 MAX_DEPTH = 32  # the spec model itself is 4 levels deep; params and kwargs add a few
 MAX_NODES = 20_000  # values of every kind, counted over the whole spec
 MAX_STRING_CHARS = 100_000  # a system prompt or template; longer text belongs in the data
@@ -177,3 +179,51 @@ def check_template_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any] | Non
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
             raise ValueError(f"model.chat_template_kwargs.{key} is too large a number")
     return kwargs
+
+
+def read_source(source: Any) -> Any:
+    """The parsed data of a spec given as a file path or a JSON string (a dict passes
+    through), within the text bounds; a clear error for what cannot be read."""
+    from pathlib import Path
+
+    from posttrain.paths import expand, is_file
+
+    data: Any = source
+    if isinstance(source, Path) or (
+        isinstance(source, str) and not source.lstrip().startswith("{")
+    ):
+        if "\x00" in str(source):
+            raise ConfigError("spec file path contains a NUL byte; give a real file path")
+        path = expand(source)
+        if not is_file(path):
+            raise ConfigError(f"spec file {path} does not exist; give a .yaml or .json spec file")
+        if path.stat().st_size > 4 * MAX_SPEC_CHARS:  # not read at all
+            raise ConfigError(
+                f"spec file {path} is {path.stat().st_size:,} bytes; a spec is a few kB (keep "
+                f"data in dataset.path, not in the spec)"
+            )
+        text = path.read_text(encoding="utf-8", errors="replace")
+        check_text(text, f"spec file {path}")
+        try:
+            is_yaml = path.suffix.lower() in (".yaml", ".yml")
+            data = load_yaml(text) if is_yaml else json.loads(text)
+        except ConfigError:
+            raise
+        except RecursionError:
+            raise ConfigError(f"spec file {path} is nested too deeply; a spec is flat") from None
+        except Exception as exc:  # yaml and json raise different types for the same problem
+            raise ConfigError(f"spec file {path} is not valid {path.suffix[1:]}: {exc}") from None
+    elif isinstance(source, str):
+        check_text(source, "the spec")
+        try:
+            data = json.loads(source)
+        except RecursionError:
+            raise ConfigError("spec is nested too deeply; a spec is flat") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"spec is not valid JSON: {exc}") from None
+        except ValueError:  # Python refuses to read an integer of thousands of digits
+            raise ConfigError(
+                "spec has a number of more than 4,300 digits; no field takes one (seeds are "
+                f"0..{MAX_SEED})"
+            ) from None
+    return data

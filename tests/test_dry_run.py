@@ -11,7 +11,7 @@ from posttrain.gpu import tokenizers
 from posttrain.runs.layout import iter_events
 from posttrain.tools.data import check_dataset
 from posttrain.tools.launch import human_question, launch, smoke_run
-from posttrain.tools.runs import sample_traces
+from posttrain.tools.runs import get_run, sample_traces
 from tests.conftest import kill_leftover_runs, wait_finished
 
 SYSTEM = "Réponds toujours en vers — answer in rhyme."
@@ -221,11 +221,23 @@ def test_an_sft_dry_run_of_tool_chats_on_qwen25_with_a_user_reward_file(offline_
             "holdout_share": 0.25,
         },
         "reward": "rewards/closeness.py:closeness",
-        "algorithm": {"kind": "sft", "steps": 200, "batch_size": 16, "lora": {"r": 8}},
+        "algorithm": {
+            "kind": "sft",
+            "steps": 200,
+            "batch_size": 16,
+            "lora": {"r": 8},
+            "eval_every": 50,
+            "eval_tasks": 32,
+        },
     }
     result = smoke_run(spec)
     detail = wait_finished(result.run_id, 400)
     assert detail.status == "succeeded", detail.cause
+    assert result.dry_run.cuts["algorithm.eval_every"].startswith("50 -> 2")
+    curve = get_run(detail.run_id).heldout  # the held-out path ran too, with the user's reward
+    assert [p["step"] for p in curve] == [0, 2, 4, 6]  # 6: after the resume
+    assert all(p["n"] == 2 for p in curve)
+    assert all(p["reward"] is not None for p in curve)
     assert "stand-in of Qwen2.5-0.5B-Instruct: qwen2" in result.dry_run.stand_in
     rows = [r for s in sample_traces(detail.run_id, steps="first", n=8).steps.values() for r in s]
     assert rows

@@ -3,6 +3,7 @@ gets a clear error naming it and the fix, a small input cannot take unbounded me
 and the same server answers list_runs after each call, in both protocol eras."""
 
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -398,7 +399,7 @@ def test_a_working_directory_of_root_is_never_an_allowed_folder(tmp_path, monkey
     assert filesystem_root_allowed()
 
 
-# -- generated: the hostile families, over the tools that take them -------------------------
+# -- generated: the hostile families, over every tool --------------------------------------
 
 SECRET = 'pässwörd"\\-1234'
 hostile_text = st.one_of(
@@ -431,8 +432,25 @@ def hostile_arguments() -> st.SearchStrategy:
             "name": hostile_text,
         }
     )
+    paid = spec.map(lambda s: {**s, "compute": {"backend": "modal"}})  # never starts locally
     return st.one_of(
         st.tuples(st.just("plan"), st.fixed_dictionaries({"spec": spec})),
+        st.tuples(st.just("launch"), st.fixed_dictionaries({"spec": paid})),
+        st.tuples(
+            st.just("smoke_run"),
+            st.fixed_dictionaries({"spec": paid, "backend": st.just("modal")}),
+        ),
+        st.tuples(
+            st.sampled_from(["get_run", "cancel_run", "evaluate"]),
+            st.fixed_dictionaries({"run_id": hostile_text}),
+        ),
+        st.tuples(st.just("list_runs"), st.fixed_dictionaries({"status": hostile_text})),
+        st.tuples(
+            st.just("export_run"),
+            st.fixed_dictionaries(
+                {"run_id": st.just(RUN), "out": hostile_text, "push_to_hub": hostile_text}
+            ),
+        ),
         st.tuples(st.just("check_dataset"), st.fixed_dictionaries({"spec": spec})),
         st.tuples(
             st.just("tail_logs"),
@@ -472,7 +490,7 @@ def test_hostile_families_get_clear_errors_no_secret_and_a_live_server(project, 
     server = build_server()
 
     @settings(
-        max_examples=60,
+        max_examples=120,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
@@ -498,3 +516,31 @@ def test_hostile_families_get_clear_errors_no_secret_and_a_live_server(project, 
                 assert bad not in text, (tool, arguments, text[:300])
 
     check()
+
+
+def test_a_budget_in_config_yaml_that_is_not_a_number_is_a_clear_error(home):
+    from posttrain.tools.budget import BudgetPolicy
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text("budget:\n  max_run_usd: lots\n")
+    with pytest.raises(ConfigError, match=r"budget.max_run_usd is 'lots', not a number"):
+        BudgetPolicy.load()
+    (home / "config.yaml").write_text("budget: 25\n")
+    with pytest.raises(ConfigError, match="budget must be a mapping"):
+        BudgetPolicy.load()
+    (home / "config.yaml").write_text("budget:\n  max_run_usd: .inf\n")
+    with pytest.raises(ConfigError, match="finite number of dollars"):
+        BudgetPolicy.load()
+
+
+def test_a_verbose_get_run_of_a_long_run_is_thinned_to_a_bounded_answer():
+    from posttrain.tools.runs import MAX_METRIC_POINTS, thin
+
+    points = [{"step": i} for i in range(1, 1_000_001)]  # a million-step run
+    kept = thin(points, MAX_METRIC_POINTS)
+    steps = [p["step"] for p in kept]
+    assert len(kept) == MAX_METRIC_POINTS == len(set(steps))
+    assert steps[0] == 1 and steps[-1] == 1_000_000 and steps == sorted(steps)
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    assert gaps <= {500, 501}  # evenly spaced
+    assert thin(points[:10], MAX_METRIC_POINTS) == points[:10]  # short runs: every step

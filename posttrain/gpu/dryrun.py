@@ -73,6 +73,9 @@ def dry_run_spec(spec_json: dict[str, Any], proof_and_steps: int) -> tuple[dict,
     cut("save_every", 0, "one checkpoint, before the resume")
     traces = {"every": 1, "steps": [], "samples": min(a["traces"]["samples"] or 4, 8)}
     cut("traces", traces, "a trace every step")
+    if a.get("eval_every"):  # the held-out curve's path runs too: before step 1, then every 2
+        cut("eval_every", 2, "a held-out point every 2 steps")
+        cut("eval_tasks", min(a["eval_tasks"], EVAL_PROMPTS), cpu)
     if a.get("warmstart"):
         ws = dict(a["warmstart"])
         for name, limit in (("steps", WARMSTART_STEPS), ("batch_size", MAX_SFT_ROWS)):

@@ -12,30 +12,23 @@ token on clients that do not.
 # the approval resolvers are local names that string annotations could not resolve.
 
 import logging
-import os
-import sqlite3
 import time
-import traceback
-from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import (
-    AcceptedElicitation,
     Context,
     ElicitationResult,
     MCPServer,
     Resolve,
 )
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from posttrain.errors import PosttrainError
 from posttrain.paths import confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.secrets import redact
-from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask
+from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask, decision_of
+from posttrain.server.calls import LONG_CALL_DEADLINE_S, call
 from posttrain.server.progress import LogLevels, Progress
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
 from posttrain.spec import load_spec
@@ -52,16 +45,6 @@ from posttrain.tools.resolve import resolve
 from posttrain.tools.reward_check import RewardCheck, check_reward
 
 log = logging.getLogger("posttrain.server")
-DEFAULT_CALL_DEADLINE_S = 900.0  # a local evaluate of a small model, or an export, fits
-LONG_CALL_DEADLINE_S = 4 * 3600.0  # evaluate on Modal, export of a large model
-
-
-def call_deadline_s() -> float:
-    """How long one tool call may run: $POSTTRAIN_CALL_DEADLINE_S, else 15 minutes."""
-    try:
-        return float(os.environ.get("POSTTRAIN_CALL_DEADLINE_S") or DEFAULT_CALL_DEADLINE_S)
-    except ValueError:
-        return DEFAULT_CALL_DEADLINE_S
 
 
 T = TypeVar("T")
@@ -113,48 +96,6 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
             lambda: smoke_resolve(spec_of(spec), steps, backend, rc),
         )
 
-    async def call(fn: Callable[[], T], deadline_s: float | None = None) -> T:
-        """Run blocking work off the event loop; turn every failure into a clear ToolError.
-
-        Past its deadline a call is abandoned: the client hears so, and the worker slot is
-        free again (the thread finishes on its own, inside the bounds of what it runs)."""
-        deadline_s = deadline_s if deadline_s is not None else call_deadline_s()
-        try:
-            with anyio.move_on_after(deadline_s) as scope:
-                return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
-            if scope.cancelled_caught:
-                raise ToolError(
-                    f"the call did not finish within its deadline of {deadline_s:.0f} s and "
-                    f"was abandoned (POSTTRAIN_CALL_DEADLINE_S sets it); the server is still "
-                    f"running"
-                )
-            raise AssertionError("unreachable")
-        except PosttrainError as exc:
-            raise ToolError(redact(str(exc))) from None
-        except ToolError:
-            raise
-        except sqlite3.OperationalError as exc:  # a full or read-only disk under the index
-            raise ToolError(
-                f"storage problem: {exc}; free disk space in POSTTRAIN_HOME or make "
-                f"it writable (the server is still running)"
-            ) from None
-        except OSError as exc:  # a path the agent named: too long, a link loop, unreadable
-            name = str(exc.filename or "")
-            name = name if len(name) <= 120 else name[:120] + "..."
-            raise ToolError(
-                redact(f"cannot use the file '{name}': {exc.strerror or exc}; check the path")
-            ) from None
-        except anyio.get_cancelled_exc_class():  # the client gave up: not an error
-            raise
-        except BaseException as exc:  # exit() in a tool body must not end the server
-            log.error("tool failed unexpectedly:\n%s", redact(traceback.format_exc()))
-            raise ToolError(
-                redact(
-                    f"internal error ({type(exc).__name__}: {exc}); the server is "
-                    f"still running, and the details are in its log"
-                )
-            ) from None
-
     # -- approval ------------------------------------------------------------------------
     def ask_to_launch(
         spec: SpecArg,
@@ -185,16 +126,6 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 smoke_plan_of(spec, steps, backend)[0], confirmation_token, ctx=rc
             ),
         )
-
-    def decision_of(outcome: Any) -> Literal["approved", "declined"] | None:
-        if isinstance(outcome, AcceptedElicitation):
-            data = outcome.data
-            if isinstance(data, Approval):
-                return "approved" if data.approve else "declined"
-            if isinstance(data, dict) and "approve" in data:
-                return "approved" if data["approve"] else "declined"
-            return None  # NoQuestion: nobody was asked
-        return "declined"  # declined or cancelled the elicitation
 
     # -- tools ---------------------------------------------------------------------------
     @server.tool(name="plan", annotations=READ_ONLY)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from mcp.server.mcpserver import Context, Elicit
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit
 from pydantic import BaseModel, Field
 
 T = TypeVar("T")
@@ -66,3 +66,15 @@ class PlanCache:
             while len(self._plans) > self.SIZE:
                 self._plans.pop(next(iter(self._plans)))
         return value
+
+
+def decision_of(outcome: Any) -> Literal["approved", "declined"] | None:
+    """What the human said through elicitation; None when nobody was asked."""
+    if isinstance(outcome, AcceptedElicitation):
+        data = outcome.data
+        if isinstance(data, Approval):
+            return "approved" if data.approve else "declined"
+        if isinstance(data, dict) and "approve" in data:
+            return "approved" if data["approve"] else "declined"
+        return None  # NoQuestion: nobody was asked
+    return "declined"  # declined or cancelled the elicitation

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from posttrain.errors import PosttrainError
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
-from posttrain.tools.runs import CancelResult, LogPage, RunDetail, RunSummary, TracePage
+from posttrain.tools.run_models import CancelResult, LogPage, RunDetail, RunSummary, TracePage
 
 RunId = Annotated[
     str, Field(description="A run id from launch, smoke_run or list_runs.", max_length=64)

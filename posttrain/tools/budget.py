@@ -80,13 +80,20 @@ class BudgetPolicy:
                 data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
             except yaml.YAMLError as exc:
                 raise ConfigError(f"{config} is not valid YAML: {exc}") from None
-            values.update(
-                {
-                    k: float(v)
-                    for k, v in (data.get("budget") or {}).items()
-                    if k in cls.__dataclass_fields__
-                }
-            )
+            budget = data.get("budget") if isinstance(data, dict) else None
+            if budget is not None and not isinstance(budget, dict):
+                raise ConfigError(
+                    f"{config}: budget must be a mapping, e.g. budget: {{max_run_usd: 25}}"
+                )
+            for k, v in (budget or {}).items():
+                if k not in cls.__dataclass_fields__:
+                    continue
+                try:
+                    values[k] = float(v)
+                except (TypeError, ValueError):
+                    raise ConfigError(
+                        f"{config}: budget.{k} is {str(v)[:40]!r}, not a number of dollars"
+                    ) from None
         for field, env in (
             ("auto_approve_usd", "POSTTRAIN_AUTO_APPROVE_USD"),
             ("max_run_usd", "POSTTRAIN_MAX_RUN_USD"),

@@ -12,13 +12,24 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from posttrain.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import FINAL_STATUSES, SPEC, read_json
 from posttrain.tools.context import Context, is_stalled
 from posttrain.tools.health import dry_run_summary, evaluation_summary, run_health
-from posttrain.tools.progress import Projection
+from posttrain.tools.run_models import (
+    TREND_WINDOW,
+    CancelResult,
+    LogLine,
+    LogPage,
+    RunDetail,
+    RunSummary,
+    Stage,
+    TracePage,
+    TraceRow,
+    Trend,
+)
 
 MAX_LOG_LINES = 2000
 MAX_TRACE_SAMPLES = 64
@@ -26,116 +37,7 @@ MAX_TRACE_STEPS = 20  # steps per sample_traces page; next_steps pages on
 MAX_TRACE_CHARS = 1_000_000  # prompt and completion text per page (a trace keeps 4,000 each)
 MAX_CURSOR = 2**63 - 1  # a log cursor is a SQLite integer
 MAX_FOLLOW_S = 60.0
-TREND_WINDOW = 10
-
-
-class RunSummary(BaseModel):
-    run_id: str
-    name: str | None = None
-    status: str = Field(description="queued, running, stalled, succeeded, failed or cancelled")
-    stage: str | None = None
-    model: str | None = None
-    kind: str | None = None
-    backend: str | None = None
-    step: int = 0
-    total_steps: int | None = None
-    reward: float | None = Field(None, description="Mean reward of the latest training step.")
-    best_reward: float | None = None
-    created_at: float | None = None
-    age_s: float | None = None
-    cost_usd: float = 0.0
-    group_id: str | None = Field(None, description="The run group (one run per seed).")
-    seed: int | None = None
-
-
-class Trend(BaseModel):
-    first_mean: float | None = Field(None, description="Mean reward over the first steps.")
-    last_mean: float | None = Field(None, description="Mean reward over the last steps.")
-    window: int = TREND_WINDOW
-    delta: float | None = None
-
-
-class RunDetail(RunSummary):
-    phase: str | None = Field(None, description="warmstart or train: what `step` counts.")
-    warmstart_steps: int | None = None
-    spec_id: str | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-    elapsed_s: float | None = None
-    stalled: bool = False
-    unreachable: str | None = Field(None, description="Set while the backend cannot be reached.")
-    cause: str | None = Field(None, description="Why the run failed or was cancelled.")
-    trend: Trend = Field(default_factory=Trend)
-    components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
-    checkpoints: list[dict[str, Any]] = Field(default_factory=list)
-    health: list[str] = Field(default_factory=list, description="Warnings from metrics/traces.")
-    heldout: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="With algorithm.eval_every: the reward (and reference_nll) on held-out "
-        "prompts before step 1 and every eval_every steps, [{step, reward, reference_nll, n}].",
-    )
-    evaluation: dict[str, Any] | None = Field(
-        None, description="The latest evaluate verdict, with the reward's base and trained means."
-    )
-    run_dir: str | None = None
-    torn_lines: int = 0
-    projection: Projection | None = Field(
-        None,
-        description="While it runs: cost so far, projected total and end from its measured "
-        "seconds per step, against the timeout and the approved estimate.",
-    )
-    dry_run: dict[str, Any] | None = Field(
-        None,
-        description="Set for a dry run on a stand-in model: what it proved, what it cannot "
-        "prove, the tokenizer used. Its rewards come from random weights and mean nothing.",
-    )
-    metrics: list[dict[str, Any]] | None = Field(None, description="Per-step metrics (verbose).")
-
-
-class LogLine(BaseModel):
-    pos: int = Field(description="Cursor: pass as `after` to read only newer lines.")
-    t: float | None
-    level: str
-    message: str
-
-
-class LogPage(BaseModel):
-    run_id: str
-    lines: list[LogLine]
-    cursor: int | None = Field(None, description="The last line's pos; None if no lines.")
-    status: str
-
-
-class TraceRow(BaseModel):
-    step: int
-    idx: int
-    group: int | None = None
-    prompt: str | None
-    completion: str | None
-    reward: float | None
-    components: dict[str, float] = Field(default_factory=dict)
-    reference: str | None = None
-    rendered: str | None = Field(
-        None, description="The prompt as the model read it: chat template, tokens, decoded."
-    )
-
-
-class TracePage(BaseModel):
-    run_id: str
-    phase: str
-    available_steps: list[int]
-    steps: dict[int, list[TraceRow]]
-    next_steps: str | None = Field(
-        None, description="More steps matched than one page holds: pass this as steps."
-    )
-    note: str | None = None
-
-
-class CancelResult(BaseModel):
-    run_id: str
-    stopped: bool
-    how: str
-    status: str
+MAX_METRIC_POINTS = 2000  # per-step metrics in a verbose get_run
 
 
 def _status(row: dict[str, Any]) -> str:
@@ -241,8 +143,17 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         run_dir=row["run_dir"],
         torn_lines=row["torn_lines"],
         dry_run=dry_run_summary(row, spec),
-        metrics=metrics if verbose else None,
+        metrics=thin(metrics, MAX_METRIC_POINTS) if verbose else None,
     )
+
+
+def thin(points: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """At most `limit` points, evenly spaced, the last always kept (a million-step run must
+    not make a million-row answer)."""
+    n = len(points)
+    if n <= limit:
+        return points
+    return [points[(i * (n - 1)) // (limit - 1)] for i in range(limit)]
 
 
 def tail_logs(
@@ -420,11 +331,6 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
     return CancelResult(
         run_id=run_id, stopped=result["stopped"], how=result["how"], status=_status(row)
     )
-
-
-class Stage(BaseModel):
-    stage: str
-    t: float
 
 
 def stage_timeline(run_id: str, ctx: Context | None = None) -> list[Stage]:

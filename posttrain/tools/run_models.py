@@ -1,0 +1,130 @@
+"""What the run verbs return (posttrain.tools.runs): the pydantic models whose JSON schemas
+are the MCP tools' output schemas and the CLI's --json shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from posttrain.tools.progress import Projection
+
+TREND_WINDOW = 10  # steps averaged at each end of the reward trend
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    name: str | None = None
+    status: str = Field(description="queued, running, stalled, succeeded, failed or cancelled")
+    stage: str | None = None
+    model: str | None = None
+    kind: str | None = None
+    backend: str | None = None
+    step: int = 0
+    total_steps: int | None = None
+    reward: float | None = Field(None, description="Mean reward of the latest training step.")
+    best_reward: float | None = None
+    created_at: float | None = None
+    age_s: float | None = None
+    cost_usd: float = 0.0
+    group_id: str | None = Field(None, description="The run group (one run per seed).")
+    seed: int | None = None
+
+
+class Trend(BaseModel):
+    first_mean: float | None = Field(None, description="Mean reward over the first steps.")
+    last_mean: float | None = Field(None, description="Mean reward over the last steps.")
+    window: int = TREND_WINDOW
+    delta: float | None = None
+
+
+class RunDetail(RunSummary):
+    phase: str | None = Field(None, description="warmstart or train: what `step` counts.")
+    warmstart_steps: int | None = None
+    spec_id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    elapsed_s: float | None = None
+    stalled: bool = False
+    unreachable: str | None = Field(None, description="Set while the backend cannot be reached.")
+    cause: str | None = Field(None, description="Why the run failed or was cancelled.")
+    trend: Trend = Field(default_factory=Trend)
+    components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
+    checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+    health: list[str] = Field(default_factory=list, description="Warnings from metrics/traces.")
+    heldout: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="With algorithm.eval_every: the reward (and reference_nll) on held-out "
+        "prompts before step 1 and every eval_every steps, [{step, reward, reference_nll, n}].",
+    )
+    evaluation: dict[str, Any] | None = Field(
+        None, description="The latest evaluate verdict, with the reward's base and trained means."
+    )
+    run_dir: str | None = None
+    torn_lines: int = 0
+    projection: Projection | None = Field(
+        None,
+        description="While it runs: cost so far, projected total and end from its measured "
+        "seconds per step, against the timeout and the approved estimate.",
+    )
+    dry_run: dict[str, Any] | None = Field(
+        None,
+        description="Set for a dry run on a stand-in model: what it proved, what it cannot "
+        "prove, the tokenizer used. Its rewards come from random weights and mean nothing.",
+    )
+    metrics: list[dict[str, Any]] | None = Field(
+        None,
+        description="Per-step metrics (verbose): every step up to 2,000, else 2,000 evenly "
+        "spaced steps and the last.",
+    )
+
+
+class LogLine(BaseModel):
+    pos: int = Field(description="Cursor: pass as `after` to read only newer lines.")
+    t: float | None
+    level: str
+    message: str
+
+
+class LogPage(BaseModel):
+    run_id: str
+    lines: list[LogLine]
+    cursor: int | None = Field(None, description="The last line's pos; None if no lines.")
+    status: str
+
+
+class TraceRow(BaseModel):
+    step: int
+    idx: int
+    group: int | None = None
+    prompt: str | None
+    completion: str | None
+    reward: float | None
+    components: dict[str, float] = Field(default_factory=dict)
+    reference: str | None = None
+    rendered: str | None = Field(
+        None, description="The prompt as the model read it: chat template, tokens, decoded."
+    )
+
+
+class TracePage(BaseModel):
+    run_id: str
+    phase: str
+    available_steps: list[int]
+    steps: dict[int, list[TraceRow]]
+    next_steps: str | None = Field(
+        None, description="More steps matched than one page holds: pass this as steps."
+    )
+    note: str | None = None
+
+
+class CancelResult(BaseModel):
+    run_id: str
+    stopped: bool
+    how: str
+    status: str
+
+
+class Stage(BaseModel):
+    stage: str
+    t: float
