@@ -54,6 +54,10 @@ def guarded(fn: Callable[[], T]) -> T:
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
+    """Print a verb's result: JSON for agents, else `render`; secret values masked first."""
+    from posttrain.secrets import redact_value
+
+    data = redact_value(data)
     if as_json:  # ensure_ascii: ESC, C0 and C1 controls leave as \u escapes, never raw
         print(json.dumps(data, indent=2, default=str))
     else:

@@ -544,3 +544,25 @@ def test_a_verbose_get_run_of_a_long_run_is_thinned_to_a_bounded_answer():
     gaps = {b - a for a, b in itertools.pairwise(steps)}
     assert gaps <= {500, 501}  # evenly spaced
     assert thin(points[:10], MAX_METRIC_POINTS) == points[:10]  # short runs: every step
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_secret_echoed_back_in_a_result_is_masked_before_serialisation(
+    project, mode, monkeypatch
+):
+    """The agent put a secret into the spec's name: plan echoes the resolved spec, and the
+    secret must not leave in any form (the SDK JSON-escapes non-ASCII and quotes)."""
+    monkeypatch.setenv("DB_PASSWORD", SECRET)
+
+    async def main():
+        async with Client(build_server(), mode=mode) as client:
+            spec = {"model": "tiny-local", "dataset": {"path": "data.jsonl"}, "name": SECRET}
+            return await client.call_tool("plan", {"spec": spec})
+
+    result = asyncio.run(main())
+    assert not result.is_error, result.content
+    out = result.content[0].text + json.dumps(result.structured_content)
+    out += json.dumps(result.structured_content, ensure_ascii=False)
+    for form in (SECRET, json.dumps(SECRET)[1:-1], json.dumps(SECRET, ensure_ascii=False)[1:-1]):
+        assert form not in out
+    assert result.structured_content["spec"]["name"] == "[redacted]"

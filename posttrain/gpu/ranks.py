@@ -27,12 +27,27 @@ class SilentReporter(Reporter):
     def trace(self, step: int, rows: list[dict[str, Any]], phase: str = "train") -> None:
         pass
 
+    def failure(self, exc: BaseException) -> str:
+        """Rank 0 alone writes the run's cause; another rank's failure goes to its stderr, or
+        nobody would ever see why it stopped (torchrun only says it exited)."""
+        import sys
+        import traceback
+
+        from posttrain.secrets import redact
+
+        print(
+            f"rank {rank()} failed:\n" + redact("".join(traceback.format_exception(exc))),
+            file=sys.stderr,
+        )
+        return super().failure(exc)
+
     def close(self) -> None:
         pass
 
 
 class _NoEvents:
     last_write = 0.0
+    secrets: tuple[str, ...] = ()  # nothing is written, so nothing needs masking
 
     def write(self, type_: str, durable: bool = False, **fields: Any) -> dict[str, Any]:
         return {"type": type_, **fields}

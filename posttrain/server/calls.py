@@ -15,9 +15,10 @@ from typing import TypeVar
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
 
 from posttrain.errors import PosttrainError
-from posttrain.secrets import redact
+from posttrain.secrets import redact, redact_value, secret_values
 
 log = logging.getLogger("posttrain.server")
 T = TypeVar("T")
@@ -42,7 +43,7 @@ async def call(fn: Callable[[], T], deadline_s: float | None = None) -> T:
     deadline_s = deadline_s if deadline_s is not None else call_deadline_s()
     try:
         with anyio.move_on_after(deadline_s) as scope:
-            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            return redacted(await anyio.to_thread.run_sync(fn, abandon_on_cancel=True))
         if scope.cancelled_caught:
             raise ToolError(
                 f"the call did not finish within its deadline of {deadline_s:.0f} s and "
@@ -75,3 +76,18 @@ async def call(fn: Callable[[], T], deadline_s: float | None = None) -> T:
                 f"still running, and the details are in its log"
             )
         ) from None
+
+
+def redacted(result: T) -> T:
+    """The result with every secret value masked, whatever put it there (an argument echoed
+    back, a log line, a cause): nothing that leaves the server carries one. Masked on the
+    values, before the SDK serialises and escapes them."""
+    values = secret_values()
+    if not values:
+        return result
+    if isinstance(result, BaseModel):
+        clean = redact_value(result.model_dump(mode="python"), values)
+        return type(result).model_validate(clean)  # type: ignore[return-value]
+    if isinstance(result, list):
+        return [redacted(item) for item in result]  # type: ignore[return-value]
+    return redact_value(result, values)
