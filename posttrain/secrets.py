@@ -60,3 +60,30 @@ def redact_value(value: Any, values: list[str] | None = None) -> Any:
     if isinstance(value, list | tuple):
         return [redact_value(v, values) for v in value]
     return value
+
+
+def mask_log_records() -> None:
+    """Every log record this process makes, its message and traceback with secret values
+    masked: libraries log what they were given (the MCP SDK logs a failed call's arguments),
+    and a log is output too. Installed once, by the server."""
+    import logging
+    import traceback
+
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "masks_secrets", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        values = secret_values()
+        if not values:
+            return record
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\n" + "".join(traceback.format_exception(record.exc_info[1]))
+            record.exc_info, record.exc_text = None, None  # no raw rendering of it later
+        record.msg, record.args = redact(text, values), None
+        return record
+
+    factory.masks_secrets = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

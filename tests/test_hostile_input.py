@@ -566,3 +566,52 @@ def test_a_secret_echoed_back_in_a_result_is_masked_before_serialisation(
     for form in (SECRET, json.dumps(SECRET)[1:-1], json.dumps(SECRET, ensure_ascii=False)[1:-1]):
         assert form not in out
     assert result.structured_content["spec"]["name"] == "[redacted]"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_secret_in_an_argument_the_sdk_refuses_is_masked_in_its_error(project, mode, monkeypatch):
+    """The SDK validates arguments before posttrain sees them, and its error echoes the input:
+    the server's result middleware masks it there too."""
+    monkeypatch.setenv("DB_PASSWORD", SECRET)
+
+    async def main():
+        async with Client(build_server(), mode=mode) as client:
+            refused = await client.call_tool("list_runs", {"status": SECRET})
+            assert not (await client.call_tool("list_runs", {})).is_error
+            return refused
+
+    refused = asyncio.run(main())
+    text = refused.content[0].text
+    assert refused.is_error and "status" in text and "[redacted]" in text
+    for form in (SECRET, json.dumps(SECRET)[1:-1], repr(SECRET)[1:-1]):
+        assert form not in text
+
+
+def test_a_secret_in_a_request_is_masked_in_json_rpc_errors_and_in_the_log(
+    project, monkeypatch, caplog
+):
+    """An unknown tool or resource named after a secret: the SDK's JSON-RPC error and its log
+    lines quote the request; neither may carry the secret."""
+    import logging
+
+    from mcp.shared.exceptions import MCPError
+
+    monkeypatch.setenv("DB_PASSWORD", SECRET)
+    caplog.set_level(logging.INFO)
+
+    async def main():
+        async with Client(build_server(), mode="legacy") as client:
+            unknown = await client.call_tool(SECRET, {})
+            with pytest.raises(MCPError) as raised:
+                await client.read_resource(f"posttrain://runs/{SECRET}")
+            assert not (await client.call_tool("list_runs", {})).is_error
+            return unknown, str(raised.value)
+
+    unknown, error = asyncio.run(main())
+    assert unknown.is_error and unknown.content[0].text == "Unknown tool: [redacted]"
+    assert "posttrain://runs/[redacted]" in error
+    logged = caplog.text + "".join(r.getMessage() for r in caplog.records)
+    assert "failed" in logged  # the SDK did log the calls
+    for text in (error, logged):
+        for form in (SECRET, json.dumps(SECRET)[1:-1], repr(SECRET)[1:-1]):
+            assert form not in text

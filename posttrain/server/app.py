@@ -27,8 +27,9 @@ from pydantic import Field
 
 from posttrain.paths import confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.secrets import mask_log_records
 from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask, decision_of
-from posttrain.server.calls import LONG_CALL_DEADLINE_S, call
+from posttrain.server.calls import LONG_CALL_DEADLINE_S, RedactResults, call
 from posttrain.server.progress import LogLevels, Progress
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
 from posttrain.spec import load_spec
@@ -73,6 +74,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     rc = run_ctx or RunContext()
     roots = roots if roots is not None else allowed_roots()
     server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
+    server._lowlevel_server.middleware.append(RedactResults())
+    mask_log_records()
     levels = LogLevels()
     levels.install(server)
 

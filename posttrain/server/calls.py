@@ -3,7 +3,8 @@ failure turned into a clear ToolError, so a tool call never ends the server.
 
 Past its deadline a call is abandoned: the client hears so, and its worker slot is free
 again (the thread finishes on its own, inside the bounds of what it runs: the reward child's
-time limit, the spec and response limits).
+time limit, the spec and response limits). `RedactResults` masks secret values in whatever
+leaves the server.
 """
 
 import logging
@@ -11,10 +12,12 @@ import os
 import sqlite3
 import traceback
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import ErrorData
 from pydantic import BaseModel
 
 from posttrain.errors import PosttrainError
@@ -43,7 +46,7 @@ async def call(fn: Callable[[], T], deadline_s: float | None = None) -> T:
     deadline_s = deadline_s if deadline_s is not None else call_deadline_s()
     try:
         with anyio.move_on_after(deadline_s) as scope:
-            return redacted(await anyio.to_thread.run_sync(fn, abandon_on_cancel=True))
+            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
         if scope.cancelled_caught:
             raise ToolError(
                 f"the call did not finish within its deadline of {deadline_s:.0f} s and "
@@ -78,16 +81,29 @@ async def call(fn: Callable[[], T], deadline_s: float | None = None) -> T:
         ) from None
 
 
-def redacted(result: T) -> T:
-    """The result with every secret value masked, whatever put it there (an argument echoed
-    back, a log line, a cause): nothing that leaves the server carries one. Masked on the
-    values, before the SDK serialises and escapes them."""
-    values = secret_values()
-    if not values:
-        return result
-    if isinstance(result, BaseModel):
-        clean = redact_value(result.model_dump(mode="python"), values)
-        return type(result).model_validate(clean)  # type: ignore[return-value]
-    if isinstance(result, list):
-        return [redacted(item) for item in result]  # type: ignore[return-value]
-    return redact_value(result, values)
+class RedactResults:
+    """Server middleware: every result that leaves the server (tool results, the SDK's own
+    argument-validation errors, which echo the input, resources) with each secret value
+    masked, on the values before the runner serialises and escapes them."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        try:
+            result = await call_next(ctx)
+        except MCPError as exc:  # a JSON-RPC error whose message quotes the request
+            values = secret_values()
+            if not values:
+                raise
+            error = exc.error
+            raise MCPError.from_error_data(
+                ErrorData(
+                    code=error.code,
+                    message=redact(error.message, values),
+                    data=redact_value(error.data, values),
+                )
+            ) from None
+        values = secret_values()
+        if not values or result is None or isinstance(result, ErrorData):
+            return result
+        if isinstance(result, BaseModel):  # as the runner would write it
+            result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return redact_value(result, values)
