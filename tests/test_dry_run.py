@@ -284,3 +284,33 @@ def test_check_dataset_counts_real_tokens_and_names_a_row_the_template_refuses(
     )
     problem = next(p for p in report.problems if "do not render" in p)
     assert "row 'broken-row'" in problem and "TypeError" in problem
+
+
+def test_the_export_path_merges_a_qwen3_lora_run_with_its_real_tokenizer(grpo_dry_run, tmp_path):
+    """The user's Qwen3-4B spec, their file and columns: the tool refuses to export a dry run
+    (its weights are random), and the merge itself, run on that run, writes a folder plain
+    transformers loads, with Qwen3's real tokenizer and chat template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from posttrain.errors import ConfigError
+    from posttrain.gpu.export import export
+    from posttrain.tools.export import export_run
+
+    _, detail = grpo_dry_run
+    with pytest.raises(ConfigError, match="is a dry run"):
+        export_run(detail.run_id, tmp_path / "refused", roots=[tmp_path])
+    info = export(Path(detail.run_dir), tmp_path / "merged")
+    assert info["merged_adapter"] and info["chat_template"]
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "merged")
+    assert model.config.model_type == "qwen3" and len(tokenizer) >= 151_643
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Pourquoi le ciel est-il bleu ?"}],
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
+    assert text.startswith("<|im_start|>user\nPourquoi le ciel est-il bleu ?<|im_end|>\n")
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    assert model.generate(ids, max_new_tokens=4, do_sample=False).shape[1] > ids.shape[1]

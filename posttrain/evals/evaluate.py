@@ -33,7 +33,8 @@ from posttrain.evals.metrics import (
 from posttrain.rewards.base import Scores
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.isolated import score_in_subprocess
-from posttrain.rewards.registry import REWARDS, get_reward
+from posttrain.rewards.registry import get_reward
+from posttrain.rewards.user import UserReward
 from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
 from posttrain.spec import load_spec
 
@@ -303,7 +304,7 @@ def score_passes(
 ) -> list[Scores]:
     """The reward's scores of each pass: here for a built-in reward, in an isolated child
     (posttrain.rewards.isolated) for the user's own code, which never runs in the server."""
-    if spec.reward.name in REWARDS:
+    if not isinstance(reward, UserReward):
         return [score_rows(reward, completions, rows) for completions in passes]
     answers = score_in_subprocess(
         spec.reward.name, dict(spec.reward.params or {}), [(p, rows) for p in passes]

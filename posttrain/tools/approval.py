@@ -56,6 +56,25 @@ def decide(
     return "needs_confirmation", None, ledger.issue_token(spend_id, worst_case_usd)
 
 
+def unapproved(
+    outcome: str, token: tuple[str, float] | None, asked: str, again: str, nothing: str
+) -> dict[str, Any] | None:
+    """The result fields of a spend that stops at its approval (declined, or waiting for the
+    human with a token), or None when `decide` approved it. `asked` is the question, `again`
+    how to call back with the token, `nothing` what did not happen ("was started")."""
+    if outcome == "declined":
+        return {"status": "declined", "message": f"the human declined: nothing {nothing}"}
+    if outcome == "needs_confirmation":
+        assert token is not None
+        return {
+            "status": "needs_confirmation",
+            "confirmation_token": token[0],
+            "token_expires_at": token[1],
+            "message": f"{asked} Ask your human; if they approve, call {again}",
+        }
+    return None
+
+
 def needs_asking(worst_case_usd: float, token: str | None) -> bool:
     """Whether a human must decide this spend (and it is not refused by a cap anyway)."""
     policy = BudgetPolicy.load()

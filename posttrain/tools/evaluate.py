@@ -14,7 +14,7 @@ from posttrain.catalog import gpu_prices
 from posttrain.errors import ConfigError
 from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
 from posttrain.runs.layout import RUN_META, read_json
-from posttrain.tools.approval import Decision, decide, who_approves
+from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
 
@@ -108,24 +108,10 @@ def evaluate(
         outcome, approved_by, token = decide(
             spend_id, worst, confirmation_token, human, policy, ledger
         )
-        if outcome == "declined":
-            return EvaluateOutcome(
-                status="declined",
-                run_id=run_id,
-                worst_case_usd=worst,
-                message="the human declined: nothing was evaluated",
-            )
-        if outcome == "needs_confirmation":
-            assert token is not None
-            return EvaluateOutcome(
-                status="needs_confirmation",
-                run_id=run_id,
-                worst_case_usd=worst,
-                confirmation_token=token[0],
-                token_expires_at=token[1],
-                message=f"{eval_question(run_id, None, ctx)} Ask your human; if they approve, "
-                f"call evaluate again with this confirmation_token",
-            )
+        asked = eval_question(run_id, None, ctx) if token else ""
+        again = "evaluate again with this confirmation_token"
+        if stop := unapproved(outcome, token, asked, again, "was evaluated"):
+            return EvaluateOutcome(run_id=run_id, worst_case_usd=worst, **stop)
         ledger.reserve_spend(
             policy=policy,
             spend_id=spend_id,

@@ -19,7 +19,7 @@ from posttrain.errors import BackendError, ConfigError
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.spec import MAX_NAME, RunSpec, load_spec
-from posttrain.tools.approval import Decision, decide, needs_asking, still_counts
+from posttrain.tools.approval import Decision, decide, needs_asking, still_counts, unapproved
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.plan import CostEstimate
 from posttrain.tools.resolve import RunPlan, resolve
@@ -154,18 +154,10 @@ def launch_group(
     worst = group.cost.worst_case_usd
     spend_id = f"group:{first.spec_id}:{group.key}"
     outcome, approved_by, token = decide(spend_id, worst, confirmation_token, human, policy, ledger)
-    if outcome == "declined":
-        return result_type(status="declined", **base, message="the human declined: nothing started")
-    if outcome == "needs_confirmation":
-        assert token is not None
-        return result_type(
-            status="needs_confirmation",
-            **base,
-            confirmation_token=token[0],
-            token_expires_at=token[1],
-            message=f"{group_question(group)} Ask your human; if they approve, call launch "
-            f"again with the same spec, seeds and confirmation_token",
-        )
+    asked = group_question(group) if token else ""
+    again = "launch again with the same spec, seeds and confirmation_token"
+    if stop := unapproved(outcome, token, asked, again, "was started"):
+        return result_type(**base, **stop)
     approved_by = approved_by or "human"
     order = iter(group.plans)
 

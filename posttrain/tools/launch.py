@@ -25,6 +25,7 @@ from posttrain.tools.approval import (
     needs_asking,
     question,
     still_counts,
+    unapproved,
 )
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
@@ -130,21 +131,12 @@ def launch(
     outcome, approved_by, token = decide(
         plan.spec_id, worst, confirmation_token, human, policy, ledger
     )
-    if outcome == "declined":
-        return LaunchResult(
-            status="declined", **base, message="the human declined: nothing was started"
-        )
-    if outcome == "needs_confirmation":
-        assert token is not None
-        return LaunchResult(
-            status="needs_confirmation",
-            **base,
-            confirmation_token=token[0],
-            token_expires_at=token[1],
-            message=f"{question(plan)} Ask your human; if they approve, call launch again "
-            f"with this spec and confirmation_token (valid 15 minutes, for this exact spec "
-            f"and cost only)",
-        )
+    again = (
+        "launch again with this spec and confirmation_token (valid 15 minutes, for this "
+        "exact spec and cost only)"
+    )
+    if stop := unapproved(outcome, token, question(plan) if token else "", again, "was started"):
+        return LaunchResult(**base, **stop)
     approved_by = approved_by or "human"
     try:
         reservation = ledger.reserve(
