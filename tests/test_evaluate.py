@@ -87,11 +87,16 @@ def test_evaluate_tells_a_real_mcp_client_how_far_it_is(finished_run, monkeypatc
     async def go():
         async with Client(build_server(), mode="legacy", logging_callback=on_log) as client:
             await client.set_logging_level("info")  # logging/setLevel: answered, not "not found"
-            return await client.call_tool(
+            result = await client.call_tool(
                 "evaluate",
                 {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20},
                 progress_callback=on_progress,
             )
+            for _ in range(50):  # callbacks run in tasks of their own, maybe after the result
+                if len(progress) == 2 and len(logs) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            return result
 
     result = asyncio.run(go())
     assert not result.is_error, result.content

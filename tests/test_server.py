@@ -71,6 +71,11 @@ async def lifecycle(client: Client, seed: int) -> dict:
     smoke = await client.call_tool("smoke_run", {"spec": spec}, progress_callback=on_progress)
     assert not smoke.is_error, smoke.content
     run_id = smoke.structured_content["run_id"]
+    # sent before the result, but the client runs progress callbacks in a task of their own
+    for _ in range(50):
+        if heard:
+            break
+        await asyncio.sleep(0.1)
     assert heard and all(m.startswith(f"{run_id}: ") for m in heard)  # stage by stage
     assert smoke.structured_content["approved_by"] == "free"
     deadline = time.time() + 180
