@@ -26,10 +26,13 @@ from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
 from posttrain.runs.layout import CANCEL_REQUEST, TIMEOUT_REQUEST, EventWriter
+from posttrain.sampling import spread
 from posttrain.secrets import redact, redact_value
 from posttrain.spec import TraceSpec
+from posttrain.toolcalls import as_text
 
 HEARTBEAT_S = 10.0
+ROW = "row"  # the column of a trainer's table that holds each example's index in the rows
 TRACE_TEXT_CHARS = 4000  # a trace keeps at most this much of a prompt or completion
 LOG_MESSAGE_CHARS = 4000
 
@@ -161,13 +164,6 @@ def trace_steps(spec: TraceSpec, total: int) -> set[int]:
     return {s for s in steps if 1 <= s <= total}
 
 
-def spread(n: int, k: int) -> list[int]:
-    """k indices spread evenly over range(n): samples from different prompts and groups."""
-    if k >= n:
-        return list(range(n))
-    return sorted({round(i * n / k) for i in range(k)})
-
-
 def _clip(text: str) -> str:
     text = redact(text)  # before the cut, which could split a secret
     return text if len(text) <= TRACE_TEXT_CHARS else text[:TRACE_TEXT_CHARS] + "..."
@@ -216,8 +212,10 @@ class TracingReward:
         samples: int,
         group_size: int,
         render: Callable[..., str] | None = None,
+        rows: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         self.reward = reward
+        self.rows = rows  # the dataset's rows, by the ROW index TRL passes back
         self.reporter = reporter
         self.steps = steps
         self.samples = samples
@@ -232,6 +230,8 @@ class TracingReward:
     ) -> list[float]:
         state = columns.get("trainer_state")
         step = (state.global_step if state is not None else 0) + 1  # the step being built
+        if self.rows is not None and ROW in columns:
+            columns = {**columns, **row_columns(self.rows, columns.pop(ROW))}
         scores = checked_scores(self.reward, completions, prompts=prompts, **columns)
         self.scored += len(completions)
         means = {k: statistics.fmean(v) for k, v in scores.components.items() if v}
@@ -248,7 +248,7 @@ class TracingReward:
                     "completion": _clip(completion_text(completions[i])),
                     "reward": scores.rewards[i],
                     "components": scores.row(i),
-                    "reference": _clip(str(references[i])) if references[i] is not None else None,
+                    "reference": None if references[i] is None else _clip(as_text(references[i])),
                 }
                 for i in spread(len(completions), self.samples)
             ]
@@ -256,6 +256,14 @@ class TracingReward:
         for note in scores.notes:
             self.reporter.log(note, level="warning")
         return scores.rewards
+
+
+def row_columns(rows: Sequence[dict[str, Any]], index: Sequence[int]) -> dict[str, list[Any]]:
+    """The columns of the rows at `index`, as a reward takes them (prompt and completion are
+    TRL's to pass)."""
+    picked = [rows[i] for i in index]
+    names = dict.fromkeys(k for r in picked for k in r if k not in ("prompt", "completion"))
+    return {name: [r.get(name) for r in picked] for name in names}
 
 
 # Trainer log keys -> our metric names (TRL GRPO and SFT).

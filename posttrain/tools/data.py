@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.dataset import check_columns, prepare, source_rows
-from posttrain.gpu.reporter import spread
+from posttrain.sampling import spread
 from posttrain.spec import RunSpec, load_spec
 
 SAMPLES = 3
