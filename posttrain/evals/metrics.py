@@ -14,7 +14,6 @@ import statistics
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
-from scipy import stats as scipy_stats
 
 from posttrain.evals import stats
 from posttrain.rewards.base import Scores
@@ -79,6 +78,8 @@ def seed_floor(seed_deltas: list[float], alpha: float = stats.ALPHA) -> float:
     n = len(seed_deltas)
     if n < 2:
         return 0.0
+    from scipy import stats as scipy_stats  # ~0.5 s: not at the server's start-up
+
     t = float(scipy_stats.t.ppf(1 - alpha / 2, n - 1))
     return t * statistics.stdev(seed_deltas) / math.sqrt(n)
 

@@ -2,6 +2,8 @@
 noise floor of the evaluation itself, pass@k / pass^k, and the verdict.
 
 Every function is pure and small, so each can be checked by hand or against scipy.
+numpy and scipy load inside the functions that compute: the server imports this module (through
+evaluate's result types) at start-up, and scipy alone costs it ~0.5 s.
 """
 
 from __future__ import annotations
@@ -10,9 +12,6 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
-from scipy import stats as scipy_stats
 
 BOOTSTRAP_DRAWS = 2000
 PERMUTATIONS = 10_000
@@ -29,6 +28,8 @@ def bootstrap_ci(
 
     Draw b resamples n task indices with numpy's Generator(seed).integers(0, n, n), in order.
     """
+    import numpy as np
+
     values = np.asarray(deltas, dtype=float)
     rng = np.random.default_rng(seed)
     means = np.array(
@@ -45,6 +46,8 @@ def sign_flip_p(deltas: Sequence[float], seed: int = 0, permutations: int = PERM
     Exact over all 2^n sign patterns for n <= 12; otherwise `permutations` random patterns,
     with p = (1 + hits) / (1 + permutations) so it is never zero.
     """
+    import numpy as np
+
     values = np.asarray(deltas, dtype=float)
     n = len(values)
     observed = abs(values.mean())
@@ -82,6 +85,9 @@ def noise_floor(pass_means: Sequence[float], alpha: float = ALPHA) -> NoiseFloor
     """
     if len(pass_means) < 2:
         raise ValueError("the noise floor needs at least two base passes (three recommended)")
+    import numpy as np
+    from scipy import stats as scipy_stats
+
     df = len(pass_means) - 1
     t = float(scipy_stats.t.ppf(1 - alpha / 2, df))
     run_std = float(np.std(pass_means, ddof=1))
@@ -107,6 +113,8 @@ def holdout_size(effect: float, sd: float, alpha: float = ALPHA, power: float = 
     when per-task deltas have standard deviation `sd`: ((z_{1-a/2} + z_power) sd / effect)^2."""
     if effect <= 0:
         raise ValueError("effect must be positive")
+    from scipy import stats as scipy_stats
+
     z = scipy_stats.norm.ppf(1 - alpha / 2) + scipy_stats.norm.ppf(power)
     return math.ceil((z * sd / effect) ** 2)
 
