@@ -159,9 +159,11 @@ def serve(
     import sys
 
     from posttrain.paths import allowed_roots, filesystem_root_allowed, started_in_filesystem_root
-    from posttrain.server.app import build_server
-    from posttrain.server.http import TOKEN_ENV, serve_http
+    from posttrain.server.http import TOKEN_ENV, refuse_open_bind, serve_http
 
+    token = os.environ.get(TOKEN_ENV) or None
+    if http:
+        guarded(lambda: refuse_open_bind(host, token))
     roots = allowed_roots()
     if filesystem_root_allowed(roots) and not allow_root:
         fail(
@@ -179,11 +181,15 @@ def serve(
                 f"your project folders (or pass --allow-root).",
                 file=sys.stderr,
             )
+    # The server (and mcp) loads only after every check above has passed: a refusal is
+    # immediate, whatever the server costs to build.
+    from posttrain.server.app import build_server
+
     server = build_server(roots=roots)
     if not http:
         server.run("stdio")
         return
-    guarded(lambda: serve_http(server, host, port, os.environ.get(TOKEN_ENV) or None))
+    guarded(lambda: serve_http(server, host, port, token))
 
 
 @app.command("dashboard")

@@ -231,13 +231,13 @@ class BearerOrCookie:
 
 
 def serve(host: str, port: int, token: str | None) -> None:
-    import uvicorn
-
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"refusing to serve the dashboard on {host}, which is not loopback, without a "
             f"token: set {TOKEN_ENV} to a long random secret, or bind 127.0.0.1"
         )
+    import uvicorn  # after the refusal, which must not wait on it
+
     hosts = ["127.0.0.1", "localhost", host]  # Host headers are compared without the port
     uvicorn.run(
         build_app(token=token, allowed_hosts=hosts), host=host, port=port, log_level="warning"

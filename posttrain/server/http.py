@@ -13,11 +13,12 @@ import hmac
 import ipaddress
 import json
 import os
-from typing import Any
-
-from mcp.server.transport_security import TransportSecuritySettings
+from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import ConfigError
+
+if TYPE_CHECKING:  # mcp loads where the app is built: a refusal must not wait on it
+    from mcp.server.transport_security import TransportSecuritySettings
 
 TOKEN_ENV = "POSTTRAIN_SERVER_TOKEN"
 
@@ -35,6 +36,8 @@ def security(host: str, port: int, token: str | None = None) -> TransportSecurit
     """Host and Origin checks against DNS rebinding. With a bearer token a hostile page
     cannot call the server anyway, so any Host is accepted unless POSTTRAIN_ALLOWED_HOSTS
     (comma-separated host[:port] values) names them."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     named = [
         h.strip() for h in os.environ.get("POSTTRAIN_ALLOWED_HOSTS", "").split(",") if h.strip()
     ]
@@ -76,13 +79,20 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def http_app(server: Any, host: str, port: int, token: str | None) -> Any:
+def refuse_open_bind(host: str, token: str | None) -> None:
+    """An address other than loopback without a bearer token is refused: anyone who reaches
+    it could launch paid runs. Light on purpose: `posttrain serve` checks this before it
+    builds the server, so the refusal is immediate."""
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"refusing to serve on {host}, which is not loopback, without a bearer token: set "
             f"{TOKEN_ENV} to a long random secret (clients send it as 'Authorization: Bearer "
             f"...'), or bind 127.0.0.1"
         )
+
+
+def http_app(server: Any, host: str, port: int, token: str | None) -> Any:
+    refuse_open_bind(host, token)
     app = server.streamable_http_app(transport_security=security(host, port, token), host=host)
     return BearerAuth(app, token) if token else app
 
