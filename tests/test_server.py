@@ -2,11 +2,13 @@
 protocol eras, driving the lifecycle on the tiny local model."""
 
 import asyncio
+import fcntl
 import os
 import subprocess
 import sys
 import time
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -44,6 +46,27 @@ SMOKE_SPEC = {
 }
 
 
+class Heard:
+    """A progress callback that keeps the messages, and lets a test wait for the first."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self._any = anyio.Event()
+
+    async def __call__(self, done: float, total: float | None, message: str | None) -> None:
+        self.messages.append(message or "")
+        self._any.set()
+
+    async def first(self, timeout_s: float = 10.0) -> list[str]:
+        """The messages once one has arrived: the server sends its notifications before the
+        result, but the client runs each callback in a task of its own, which may run after
+        call_tool has returned."""
+        with anyio.move_on_after(timeout_s):
+            await self._any.wait()
+        assert self.messages, f"no progress notification within {timeout_s} s"
+        return self.messages
+
+
 async def lifecycle(client: Client, seed: int) -> dict:
     """The agent's path: list, plan, check the reward, smoke, poll, read logs and traces."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -63,20 +86,12 @@ async def lifecycle(client: Client, seed: int) -> dict:
     )
     assert not reward.is_error and "one_word_lines" not in reward.structured_content["flagged"]
 
-    heard = []
-
-    async def on_progress(done, total, message):
-        heard.append(message)
-
-    smoke = await client.call_tool("smoke_run", {"spec": spec}, progress_callback=on_progress)
+    heard = Heard()
+    smoke = await client.call_tool("smoke_run", {"spec": spec}, progress_callback=heard)
     assert not smoke.is_error, smoke.content
     run_id = smoke.structured_content["run_id"]
-    # sent before the result, but the client runs progress callbacks in a task of their own
-    for _ in range(50):
-        if heard:
-            break
-        await asyncio.sleep(0.1)
-    assert heard and all(m.startswith(f"{run_id}: ") for m in heard)  # stage by stage
+    messages = await heard.first()
+    assert all(m.startswith(f"{run_id}: ") for m in messages)  # stage by stage
     assert smoke.structured_content["approved_by"] == "free"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -114,6 +129,29 @@ def test_in_memory_client_drives_the_lifecycle(served_home, mode):
             await lifecycle(client, seed=1)
 
     asyncio.run(main())
+
+
+def test_a_smoke_run_still_queued_reports_progress(served_home, monkeypatch):
+    """A run that has no stage yet (queued behind another, or its trainer still importing)
+    is reported too: the client hears "queued" instead of nothing."""
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "1")
+    (served_home / "slots").mkdir(parents=True)
+    with (served_home / "slots" / "slot-0.lock").open("ab") as slot:
+        fcntl.flock(slot, fcntl.LOCK_EX)  # another trainer holds the machine's only slot
+
+        async def main():
+            async with Client(build_server(), mode="legacy") as client:
+                heard = Heard()
+                smoke = await client.call_tool(
+                    "smoke_run", {"spec": SMOKE_SPEC}, progress_callback=heard
+                )
+                assert not smoke.is_error, smoke.content
+                run_id = smoke.structured_content["run_id"]
+                assert await heard.first() == [f"{run_id}: queued"]
+                cancelled = await client.call_tool("cancel_run", {"run_id": run_id})
+                assert cancelled.structured_content["status"] == "cancelled"
+
+        asyncio.run(main())
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -295,15 +295,16 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         row = rc.index.get(run_id)
         if row is not None and row["backend"] != "local":
             wait_s = 0.0
+        # The first look is always reported: a run still queued, or whose trainer is still
+        # importing, has no stage yet, and a client that heard nothing knows nothing.
         deadline, last = time.time() + wait_s, None
         while True:
             detail = await call(lambda: run_tools.get_run(run_id, ctx=rc))
-            if detail.stage != last:
-                last = detail.stage
+            if (detail.status, detail.stage) != last:
+                last = (detail.status, detail.stage)
+                stage = f", stage {detail.stage}" if detail.stage else ""
                 await ctx.report_progress(
-                    detail.step,
-                    detail.total_steps,
-                    f"{run_id}: {detail.status}, stage {detail.stage}",
+                    detail.step, detail.total_steps, f"{run_id}: {detail.status}{stage}"
                 )
             if (
                 detail.status in FINAL_STATUSES
