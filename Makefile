@@ -43,3 +43,4 @@ bench: setup
 	$(PY) bench/smoke.py
 	$(PY) bench/tool_latency.py
 	$(PY) bench/load.py
+	$(PY) bench/startup.py
