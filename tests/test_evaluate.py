@@ -70,6 +70,7 @@ def test_a_degenerate_metric_is_reported_loudly_not_as_a_tight_interval(finished
 def test_evaluate_tells_a_real_mcp_client_how_far_it_is(finished_run, monkeypatch):
     import asyncio
 
+    import anyio
     from mcp import Client
 
     from posttrain.server.app import build_server
@@ -77,12 +78,17 @@ def test_evaluate_tells_a_real_mcp_client_how_far_it_is(finished_run, monkeypatc
     home, run_id = finished_run
     monkeypatch.setenv("POSTTRAIN_HOME", str(home))
     progress, logs = [], []
+    both_heard = anyio.Event()  # two progress notifications and two log messages
 
     async def on_progress(done, total, message):
         progress.append((done, total, message))
+        if len(progress) >= 2 and len(logs) >= 2:
+            both_heard.set()
 
     async def on_log(params):
         logs.append(params.data)
+        if len(progress) >= 2 and len(logs) >= 2:
+            both_heard.set()
 
     async def go():
         async with Client(build_server(), mode="legacy", logging_callback=on_log) as client:
@@ -92,10 +98,8 @@ def test_evaluate_tells_a_real_mcp_client_how_far_it_is(finished_run, monkeypatc
                 {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20},
                 progress_callback=on_progress,
             )
-            for _ in range(50):  # callbacks run in tasks of their own, maybe after the result
-                if len(progress) == 2 and len(logs) == 2:
-                    break
-                await asyncio.sleep(0.1)
+            with anyio.move_on_after(10):  # callbacks run in tasks of their own, maybe after
+                await both_heard.wait()  # the result: wait for them, with a bound
             return result
 
     result = asyncio.run(go())

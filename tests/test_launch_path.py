@@ -126,10 +126,13 @@ def test_a_run_that_cannot_be_recorded_after_its_spawn_is_cancelled_and_said_so(
 
 
 def test_a_slow_submit_does_not_hold_a_launch_with_another_key(approved):
+    submitting, release = threading.Event(), threading.Event()
+
     class SlowForA(PaidBackendDouble):
         def submit(self, plan, run_dir):
             if plan.key == "a":
-                time.sleep(4)
+                submitting.set()
+                release.wait(timeout=30)  # "a" submits until "b" has launched (or the bound)
             return super().submit(plan, run_dir)
 
     backend = SlowForA()
@@ -138,14 +141,14 @@ def test_a_slow_submit_does_not_hold_a_launch_with_another_key(approved):
         target=launch, args=(PAID,), kwargs={"idempotency_key": "a", "ctx": ctx}
     )
     slow.start()
-    deadline = time.time() + 10
-    while not list((approved / "runs").glob("*/run.json")) and time.time() < deadline:
-        time.sleep(0.05)  # until "a" is reserved and its slow submit has begun
-    t = time.perf_counter()
-    other = launch(PAID, idempotency_key="b", ctx=Context(backends={"modal": backend}))
-    took = time.perf_counter() - t
-    slow.join()
-    assert other.status == "started" and took < 3, took
+    assert submitting.wait(timeout=30), "launch 'a' never reached its submit"
+    try:
+        other = launch(PAID, idempotency_key="b", ctx=Context(backends={"modal": backend}))
+        a_still_submitting = slow.is_alive()
+    finally:
+        release.set()
+        slow.join(timeout=30)
+    assert other.status == "started" and a_still_submitting  # "b" did not wait for "a"
 
 
 def test_the_reserved_run_records_the_plan_for_the_trainer(approved):
@@ -156,7 +159,10 @@ def test_the_reserved_run_records_the_plan_for_the_trainer(approved):
     assert meta["seq"] >= 1 and meta["worst_case_usd"] == result.cost.worst_case_usd
 
 
-SLEEPY_REWARD = "import time\ntime.sleep(600)\n\ndef score(completions, **kw):\n    return [0.0]\n"
+SLEEPY_REWARD = (
+    "import time\nopen('importing', 'w').close()\ntime.sleep(600)\n\n"
+    "def score(completions, **kw):\n    return [0.0]\n"
+)
 
 
 @pytest.mark.parametrize("mode", ("legacy", "2026-07-28"))
@@ -171,14 +177,19 @@ def test_a_reward_that_hangs_at_import_never_holds_the_server(home, tmp_path, mo
         async with Client(build_server(ctx, roots=[tmp_path, home]), mode=mode) as client:
             started = time.perf_counter()
             launching = asyncio.create_task(client.call_tool("launch", {"spec": spec}))
-            await asyncio.sleep(0.5)
+            for _ in range(100):  # until the launch is inside the reward's import (10 s bound)
+                if (tmp_path / "importing").exists() or launching.done():
+                    break
+                await asyncio.sleep(0.1)
+            assert (tmp_path / "importing").exists(), "the reward's import never began"
+            asked = time.perf_counter()
             listed = await client.call_tool("list_runs", {})
-            listed_after = time.perf_counter() - started
+            listed_s, launch_waiting = time.perf_counter() - asked, not launching.done()
             result = await launching
-            return listed, listed_after, result, time.perf_counter() - started
+            return listed, listed_s, launch_waiting, result, time.perf_counter() - started
 
-    listed, listed_after, result, total = asyncio.run(main())
-    assert not listed.is_error and listed_after < 4  # answered while the launch waited
+    listed, listed_s, launch_waiting, result, total = asyncio.run(main())
+    assert not listed.is_error and listed_s < 4 and launch_waiting  # answered meanwhile
     assert result.is_error and "did not finish loading reward 'sleepy.py:score'" in (
         result.content[0].text
     )
