@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import ConfigError, NotFoundError
 from posttrain.paths import expand
+from posttrain.toolcalls import call_parts, call_text, canonical_messages, canonical_tools
 
 if TYPE_CHECKING:
     from posttrain.spec import DatasetSpec
@@ -197,22 +198,19 @@ def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[s
     if ds.reference_column and ds.reference_column != "reference":
         base.setdefault("reference", row.get(ds.reference_column))
     if ds.messages_column:
-        messages = row[ds.messages_column]
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise ConfigError(
-                f"row {base['id']!r}: column '{ds.messages_column}' must be a list of "
-                f"{{'role', 'content'}} messages, not {type(messages).__name__}"
-            )
+        column = f"row {base['id']!r}: column '{ds.messages_column}'"
+        messages = canonical_messages(row[ds.messages_column], column)
         turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
         if not turns:
             raise ConfigError(
-                f"row {base['id']!r}: its '{ds.messages_column}' have no assistant turn to "
-                f"train on; drop the row or add the answer"
+                f"{column} has no assistant turn to train on; drop the row or add the answer"
             )
         last = turns[-1]
         prompt, completion = messages[:last], messages[last:]
         if base.get("reference") is None:  # no reference column: the last answer is it
-            base["reference"] = messages[last].get("content") or ""
+            answer = messages[last]
+            calls = [call_parts(c) for c in answer.get("tool_calls", [])]
+            base["reference"] = answer["content"] or call_text([c for c in calls if c])
         base["prompt_text"] = next(
             (m["content"] for m in reversed(prompt) if m.get("role") == "user"), ""
         )
@@ -224,5 +222,6 @@ def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[s
     if kind == "sft":
         shaped["completion"] = completion
     if ds.tools_column:
-        shaped["tools"] = row.get(ds.tools_column)
+        where = f"row {base['id']!r}: column '{ds.tools_column}'"
+        shaped["tools"] = canonical_tools(row.get(ds.tools_column), where)
     return shaped

@@ -34,9 +34,10 @@ def test_labels_in_either_shape_normalise_alike():
     assert normalise_calls(WIRE) == normalise_calls(LABEL) == normalise_calls(json.dumps(WIRE))
 
 
-def test_a_wrong_argument_costs_part_of_the_score():
+def test_a_wrong_argument_costs_more_than_half_of_the_score():
     wrong_city = TEXT.replace("Paris", "Lyon")
-    assert score(wrong_city) == pytest.approx(0.5 + 0.5 * 0.5)
+    assert score(wrong_city) == pytest.approx(0.25 + 0.25 * 0.5)
+    assert score(TEXT.replace("Paris", "Lyon")) > score(TEXT.replace("get_weather", "get_time"))
 
 
 def test_a_wrong_tool_or_no_call_scores_zero():

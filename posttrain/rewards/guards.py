@@ -104,9 +104,8 @@ def score_rows(
 ) -> Scores:
     """checked_scores for completions of shaped dataset rows (one row per completion): the
     prompts, and every column of the rows by name, as TRL would pass them."""
-    columns = {
-        key: [r.get(key) for r in rows] for key in rows[0] if key not in ("prompt", "completion")
-    }
+    names = dict.fromkeys(k for r in rows for k in r if k not in ("prompt", "completion"))
+    columns = {key: [r.get(key) for r in rows] for key in names}
     return checked_scores(reward, completions, prompts=[r["prompt"] for r in rows], **columns)
 
 

@@ -7,14 +7,16 @@ A call arrives in one of three shapes, all normalised to (name, arguments: dict)
 so both shapes of the same call score the same.
 
 Per expected call: name (0 or 1) and arguments (matching keys / keys in either call, so extra
-and missing arguments both cost); call score = name x (0.5 + 0.5 x arguments). Calls are
-matched in order and averaged over max(expected, produced): an extra call costs as much as a
-missing one.
+and missing arguments both cost); call score = name x (0.25 + 0.25 x arguments + 0.5 x exact),
+where exact means every argument matches and none is extra or missing. A wrong call (an
+invented argument, a wrong value or type) so never scores more than half: a policy cannot
+settle on "nearly right" calls, yet a partly right one still scores above a wrong tool. Calls
+are matched in order and averaged over max(expected, produced): an extra call costs as much as
+a missing one. The probe battery (posttrain.rewards.tool_probes) checks these claims.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,37 +24,14 @@ from typing import Any, ClassVar
 
 from posttrain.rewards.base import Reward, Scores, column
 from posttrain.rewards.text import strip_thinking
+from posttrain.toolcalls import Call, call_parts, loads_json
 
 _TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-
-Call = tuple[str, dict[str, Any]]
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return value
 
 
 def normalise_call(call: Any) -> Call | None:
     """(name, arguments) from either dict shape or a JSON string of one; None if not a call."""
-    call = _json(call)
-    if not isinstance(call, Mapping):
-        return None
-    if isinstance(call.get("function"), Mapping):  # OpenAI wire shape
-        call = call["function"]
-    name = call.get("name")
-    if not isinstance(name, str) or not name:
-        return None
-    arguments = _json(call.get("arguments", call.get("parameters", {})))
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, Mapping):
-        return None
-    return name, dict(arguments)
+    return call_parts(call)
 
 
 def normalise_calls(value: Any) -> list[Call]:
@@ -61,7 +40,7 @@ def normalise_calls(value: Any) -> list[Call]:
         tagged = _TOOL_CALL_TAG.findall(strip_thinking(value, drop_tags=False))
         if tagged:
             return [c for c in map(normalise_call, tagged) if c is not None]
-        value = _json(value.strip())
+        value = loads_json(value.strip())
     if isinstance(value, Mapping):
         if "tool_calls" in value:
             return normalise_calls(value.get("tool_calls") or [])
@@ -102,6 +81,15 @@ def argument_score(expected: dict[str, Any], produced: dict[str, Any]) -> float:
     return matched / len(keys)
 
 
+NAME_CREDIT, ARGUMENTS_CREDIT, EXACT_CREDIT = 0.25, 0.25, 0.5  # sum 1: an exact call
+
+
+def call_score(arguments_share: float) -> float:
+    """One call with the right name: most of its score is for being exactly right."""
+    exact = EXACT_CREDIT if arguments_share >= 1.0 else 0.0
+    return NAME_CREDIT + ARGUMENTS_CREDIT * arguments_share + exact
+
+
 def score_calls(expected: list[Call], produced: list[Call]) -> tuple[float, float, float]:
     """(reward, name share, argument share) for produced calls against the expected ones."""
     slots = max(len(expected), len(produced))
@@ -111,7 +99,7 @@ def score_calls(expected: list[Call], produced: list[Call]) -> tuple[float, floa
     for (e_name, e_args), (p_name, p_args) in zip(expected, produced, strict=False):
         if e_name == p_name:
             a = argument_score(e_args, p_args)
-            names, args, total = names + 1, args + a, total + 0.5 + 0.5 * a
+            names, args, total = names + 1, args + a, total + call_score(a)
     return total / slots, names / slots, args / slots
 
 
