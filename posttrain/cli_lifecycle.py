@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -78,6 +79,9 @@ def register(app: typer.Typer) -> None:
                     f"memory: needs ~{f['need_gb']} GB{measured} of {f['have_gb']} GB "
                     f"({'fits' if f['fits'] else 'DOES NOT FIT'})"
                 )
+            if r.get("defaults"):
+                filled = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["defaults"].items())
+                console.print(f"defaults filled in: {filled}", highlight=False, markup=False)
             for w in r["warnings"]:
                 console.print(f"[yellow]warning:[/yellow] {w}")
 
@@ -97,14 +101,16 @@ def register(app: typer.Typer) -> None:
             )
             console.print(f"tokenizer: {r['tokenizer']}")
             table = Table("tokens", "p50", "p90", "p99", "max")
-            for name in ("prompt_tokens", "reference_tokens"):
+            for name in ("prompt_tokens", "sequence_tokens", "reference_tokens"):
                 if r[name]:
                     p = r[name]
                     table.add_row(
                         name.split("_")[0], *(str(p[k]) for k in ("p50", "p90", "p99", "max"))
                     )
             console.print(table)
-            for i, sample in enumerate(r["samples"]):
+            if r.get("loss"):
+                console.print(f"loss: {r['loss']}")
+            for i, sample in enumerate(r.get("marked_samples") or r["samples"]):
                 console.rule(f"sample {i + 1}")
                 console.print(sample, highlight=False, markup=False)
             for p in r["problems"]:

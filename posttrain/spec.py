@@ -46,6 +46,7 @@ MAX_GYM_ROWS = 100_000
 HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
 MAX_SEED = spec_bounds.MAX_SEED
 MAX_NAME = 200  # characters of a spec's name
+DEFAULT_REWARD = "rhyme_relevance"  # GRPO's reward when the spec names none (plan says so)
 
 
 class Strict(BaseModel):
@@ -232,7 +233,7 @@ class DatasetSpec(Strict):
 
 class RewardSpec(Strict):
     name: str = Field(
-        "rhyme_relevance",
+        DEFAULT_REWARD,
         max_length=1024,
         description="A registry name or path/to/file.py:function.",
     )
@@ -299,6 +300,12 @@ class AlgorithmSpec(Strict):
         "prompts, one sample each with a fixed seed: a curve in get_run. 0: off.",
     )
     eval_tasks: Annotated[int, Field(ge=1, le=1024)] = 16
+    sft_loss: Literal["assistant_turns", "last_turn", "all_tokens"] = Field(
+        "assistant_turns",
+        description="SFT (and the warm-start): which tokens carry the loss. assistant_turns: "
+        "every assistant turn, its tool calls and answers; last_turn: the last assistant turn "
+        "only; all_tokens: every token, prompts and tool replies too. `data check` marks them.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> AlgorithmSpec:
@@ -346,7 +353,12 @@ class RunSpec(Strict):
     )
     model: ModelSpec = Field(default_factory=ModelSpec)
     dataset: DatasetSpec = Field(default_factory=lambda: DatasetSpec(builtin="rhyme-gym"))
-    reward: RewardSpec = Field(default_factory=RewardSpec)
+    reward: RewardSpec | None = Field(
+        None,
+        description="What GRPO maximises and evaluate scores. GRPO without one gets "
+        f"'{DEFAULT_REWARD}' (plan lists it as filled in); SFT trains without one, and "
+        "evaluate then compares the held-out answers' likelihood (reference_nll).",
+    )
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     budget_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
@@ -362,6 +374,13 @@ class RunSpec(Strict):
         if run_id is not None and not RUN_ID.match(run_id):
             raise ValueError(f"resume_from '{run_id}' is not a run id (e.g. run-261130-1200-ab12)")
         return run_id
+
+    @model_validator(mode="after")
+    def _grpo_has_a_reward(self) -> RunSpec:
+        if self.reward is None and self.algorithm.kind == "grpo":
+            # filled after validation, so it stays out of model_fields_set and plan lists it
+            object.__setattr__(self, "reward", RewardSpec())
+        return self
 
     @model_validator(mode="after")
     def _tools_need_sft(self) -> RunSpec:

@@ -35,6 +35,7 @@ GRPO = {
 }
 SFT = {
     "dataset": GYM,
+    "reward": "rhyme_relevance",  # an SFT spec names the reward its traces are scored with
     "algorithm": {
         "kind": "sft",
         "steps": 6,

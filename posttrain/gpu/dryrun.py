@@ -131,6 +131,7 @@ def evaluation_pass(
     `eval_base` and `eval_trained`."""
     from posttrain.gpu.generate import generate_job
     from posttrain.rewards.guards import score_rows
+    from posttrain.toolcalls import as_text
 
     job = {
         "prompts": [r["prompt"] for r in rows],
@@ -145,7 +146,7 @@ def evaluation_pass(
     out = generate_job(run_dir.parent, run_dir.name, job)
     for arm, completions in (("base", out["base"][0]), ("trained", out["trained"])):
         texts = [c[0] for c in completions]
-        scores = score_rows(reward, texts, rows)
+        scores = score_rows(reward, texts, rows) if reward is not None else None
         traces = [
             {
                 "step": step,
@@ -153,9 +154,9 @@ def evaluation_pass(
                 "group": i,
                 "prompt": r["prompt_text"],
                 "completion": texts[i],
-                "reward": scores.rewards[i],
-                "components": scores.row(i),
-                "reference": r.get("reference"),
+                "reward": scores.rewards[i] if scores else None,
+                "components": scores.row(i) if scores else {},
+                "reference": as_text(r.get("reference")),
             }
             for i, r in enumerate(rows)
         ]

@@ -77,7 +77,7 @@ def preflight(
     was checked in one line."""
     kwargs = spec.model.template_kwargs()
     missing = [c for c in (reward.columns if reward else ()) if c not in data.train[0]]
-    if missing:
+    if missing and spec.reward:
         raise ConfigError(
             f"reward '{spec.reward.name}' needs dataset column(s) {missing}, which the rows lack "
             f"(columns: {sorted(data.train[0])}); set dataset.reference_column or the reward's "
@@ -134,7 +134,7 @@ def check_reward_signal(spec: RunSpec, data: Prepared, reward: Reward) -> None:
     for responses in (references, [r["prompt_text"] for r in rows], [""] * len(rows)):
         values += score_rows(reward, responses, rows).rewards
     degenerate = Distribution.of(values).degenerate
-    if degenerate:
+    if degenerate and spec.reward:
         raise ConfigError(
             f"reward '{spec.reward.name}' is {degenerate} on references, echoed prompts and empty "
             f"answers alike ({values[0]:.3f}): it probably reads the wrong field or ignores the "
@@ -171,7 +171,12 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     data = prepare(spec.dataset, a.kind)
     if rank() == 0:
         _write_rows(run_dir / HOLDOUT, data.holdout)
-    reward = get_reward(spec.reward.name, spec.reward.params)
+    reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
+    if reward is None:
+        reporter.log(
+            "no reward: SFT trains without one; traces and the held-out curve show the "
+            "references' likelihood (reference_nll) instead of a score"
+        )
     reporter.check_cancel()
 
     reporter.stage("loading_model")
@@ -251,7 +256,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         dry.saw(
             f"evaluate's generation path: the base and the trained arm (final/ attached) each "
             f"sampled {len(rows)} {'held-out' if held_out else 'training (no holdout)'} "
-            f"prompt(s), scored by the reward"
+            f"prompt(s), {'scored by the reward' if reward else 'unscored (no reward given)'}"
         )
         reporter.events.write("dry_run", durable=True, **dry.report())
     reporter.result("succeeded", step=step, path="final")

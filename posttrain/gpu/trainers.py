@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posttrain.errors import ConfigError
 from posttrain.gpu.ranks import rank
 from posttrain.gpu.reporter import (
+    ROW,
     Reporter,
     ReportingCallback,
     TracingReward,
@@ -24,6 +26,10 @@ from posttrain.gpu.reporter import (
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.spec import RunSpec
+from posttrain.toolcalls import as_text
+
+SEQUENCE_OVERFLOW_TOLERANCE = 0.01  # share of SFT rows over max_length dropped, not refused
+TRAINED_TEXT_CHARS = 20_000  # a trace keeps at most this much of a row's training text
 
 
 @dataclass
@@ -96,6 +102,107 @@ def common_config(job: Job, steps: int, save: bool) -> dict[str, Any]:
     }
 
 
+def sft_examples(job: Job) -> tuple[list[dict[str, Any]], str]:
+    """The rows as the trainer reads them, each rendered on its own (posttrain.gpu.sft_text):
+    token ids, labels (-100 where no loss) and the row's index; and how they were rendered.
+    Rows longer than the trainer's max_length are dropped with a warning, never truncated."""
+    from posttrain.gpu.sft_text import SftRenderer
+
+    spec, a = job.spec, job.spec.algorithm
+    family = spec.model.family
+    render = SftRenderer(
+        job.tokenizer,
+        a.sft_loss,
+        spec.model.template_kwargs(),
+        family.template if family else None,
+    )
+    limit = sft_max_length(spec)
+    examples, lengths = [], []
+    for i, row in enumerate(job.rows):
+        text = render(row)
+        lengths.append(len(text.input_ids))
+        if len(text.input_ids) <= limit:
+            examples.append({"input_ids": text.input_ids, "labels": text.labels, ROW: i})
+    over = len(job.rows) - len(examples)
+    if over > SEQUENCE_OVERFLOW_TOLERANCE * len(job.rows):
+        raise ConfigError(
+            f"{over} of {len(job.rows)} rows are longer than max_prompt_length + "
+            f"max_completion_length = {limit} tokens (longest {max(lengths)}), and SFT trains on "
+            f"whole rows; raise algorithm.max_completion_length or filter long rows with "
+            f"dataset.filters"
+        )
+    if over:
+        job.reporter.log(f"dropped {over} rows over {limit} tokens", level="warning")
+    return examples, render.described
+
+
+def sft_max_length(spec: RunSpec) -> int:
+    return spec.algorithm.max_prompt_length + spec.algorithm.max_completion_length
+
+
+def sft_trainer(
+    job: Job,
+    settings: SftSettings,
+    extra_callbacks: tuple[Any, ...] = (),
+    proof: bool = True,
+) -> Any:
+    """TRL's SFTTrainer on the rows' own token ids and labels (nothing nested reaches a
+    datasets table), with posttrain's callbacks; not trained yet."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    spec, rows, tokenizer = job.spec, job.rows, job.tokenizer
+    phase, steps = settings.phase, settings.steps
+    a = spec.algorithm
+    examples, described = sft_examples(job)
+    job.reporter.log(f"{phase} SFT: {described}")
+    config = SFTConfig(
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type=settings.scheduler,
+        max_length=sft_max_length(spec),
+        **common_config(job, steps, save=phase == "train"),
+    )
+    steps_to_trace = trace_steps(a.traces, steps)
+    traced: list[int] = []
+    trained: list[str | None] = []
+
+    def trace_step(step: int) -> None:
+        if step in steps_to_trace:
+            picked = [rows[i] for i in traced]
+            trace_samples(job, trainer.model, picked, step, phase, trained)
+
+    callback = ReportingCallback(job.reporter, phase, on_step=trace_step, proof=proof)
+    trainer = SFTTrainer(
+        model=job.model_path,
+        args=config,
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        peft_config=lora_config(spec) if settings.lora else None,
+        callbacks=[callback, *held_out(job, phase), *extra_callbacks],
+    )
+    _silence_printer(trainer)
+    # traces show the trainer's own examples of their rows, decoded, loss spans marked
+    traced[:], trained[:] = trained_texts(trainer, tokenizer, a.traces.samples)
+    return trainer
+
+
+def trained_texts(trainer: Any, tokenizer: Any, n: int) -> tuple[list[int], list[str | None]]:
+    """The first n rows of the trainer's prepared dataset: their row indices, and the exact
+    text each trains on (decoded from its input ids) with the loss-bearing spans marked."""
+    from posttrain.gpu.sft_text import decode_trained
+
+    dataset = trainer.train_dataset
+    rows = list(dataset[ROW])
+    picked = [dataset[i] for i in sorted(range(len(rows)), key=rows.__getitem__)[:n]]
+    texts = [decode_trained(tokenizer, e["input_ids"], e["labels"]).marked for e in picked]
+    return [e[ROW] for e in picked], [_clip_trained(t) for t in texts]
+
+
+def _clip_trained(text: str) -> str:
+    return text if len(text) <= TRAINED_TEXT_CHARS else text[:TRAINED_TEXT_CHARS] + "..."
+
+
 def run_sft(
     job: Job,
     settings: SftSettings,
@@ -103,51 +210,22 @@ def run_sft(
     extra_callbacks: tuple[Any, ...] = (),
     proof: bool = True,
 ) -> Any:
-    """SFT on conversational prompt/completion rows: the loss is on the completion only."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    spec, rows, tokenizer = job.spec, job.rows, job.tokenizer
-    phase, steps = settings.phase, settings.steps
-    a = spec.algorithm
-    keep = (
-        ("prompt", "completion", "tools") if spec.dataset.tools_column else ("prompt", "completion")
-    )
-    # TRL's SFT takes template arguments per row (its config has no field for them).
-    template = spec.model.template_kwargs()
-    extra = {"chat_template_kwargs": template} if template else {}
-    dataset = Dataset.from_list([{**{k: r[k] for k in keep}, **extra} for r in rows])
-    config = SFTConfig(
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type=settings.scheduler,
-        max_length=a.max_prompt_length + a.max_completion_length,
-        completion_only_loss=True,
-        **common_config(job, steps, save=phase == "train"),
-    )
-    sample_rows = rows[: a.traces.samples]
-    steps_to_trace = trace_steps(a.traces, steps)
-
-    def trace_step(step: int) -> None:
-        if step in steps_to_trace:
-            trace_samples(job, trainer.model, sample_rows, step, phase)
-
-    callback = ReportingCallback(job.reporter, phase, on_step=trace_step, proof=proof)
-    trainer = SFTTrainer(
-        model=job.model_path,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(spec) if settings.lora else None,
-        callbacks=[callback, *held_out(job, phase), *extra_callbacks],
-    )
-    _silence_printer(trainer)
+    """SFT on the rows' rendered conversations, the loss where algorithm.sft_loss says."""
+    trainer = sft_trainer(job, settings, extra_callbacks, proof)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
-def trace_samples(job: Job, model: Any, rows: list[dict[str, Any]], step: int, phase: str) -> None:
-    """Sample one completion per row and keep it as a trace (SFT has no rollouts of its own)."""
+def trace_samples(
+    job: Job,
+    model: Any,
+    rows: list[dict[str, Any]],
+    step: int,
+    phase: str,
+    trained: list[str | None] | None = None,
+) -> None:
+    """Sample one completion per row and keep it as a trace (SFT has no rollouts of its own),
+    with the exact text the row trains on."""
     from posttrain.gpu.generate import sample
 
     spec, tokenizer = job.spec, job.tokenizer
@@ -168,6 +246,7 @@ def trace_samples(job: Job, model: Any, rows: list[dict[str, Any]], step: int, p
         scores = score_rows(job.reward, completions, rows)
         rewards = list(scores.rewards)
         components = [scores.row(i) for i in range(len(rows))]
+    trained = trained or [None] * len(rows)
     job.reporter.trace(
         step,
         [
@@ -177,10 +256,11 @@ def trace_samples(job: Job, model: Any, rows: list[dict[str, Any]], step: int, p
                 "group": i,
                 "prompt": r["prompt_text"],
                 "rendered": render(r["prompt"], r.get("tools")),
+                "trained": trained[i],
                 "completion": completions[i],
                 "reward": rewards[i],
                 "components": components[i],
-                "reference": r.get("reference"),
+                "reference": as_text(r.get("reference")),
             }
             for i, r in enumerate(rows)
         ],
@@ -214,9 +294,10 @@ def run_grpo(
     spec, tokenizer, reporter = job.spec, job.tokenizer, job.reporter
     assert job.reward is not None
     a = spec.algorithm
-    dataset = Dataset.from_list(
-        [{k: v for k, v in r.items() if k != "completion"} for r in job.rows]
-    )
+    # Only the prompts (uniform {role, content} messages) and each row's index go into the
+    # datasets table: the reward reads the other columns from the rows themselves, so a column
+    # of dicts (or of mixed JSON values) reaches it as written, never unified across rows.
+    dataset = Dataset.from_list([{"prompt": r["prompt"], ROW: i} for i, r in enumerate(job.rows)])
     tracing = TracingReward(
         job.reward,
         reporter,
@@ -224,6 +305,7 @@ def run_grpo(
         a.traces.samples,
         a.num_generations,
         render=renderer(tokenizer, spec.model.template_kwargs()),
+        rows=job.rows,
     )
     config = GRPOConfig(
         per_device_train_batch_size=a.batch_size,

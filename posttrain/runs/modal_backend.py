@@ -139,7 +139,7 @@ class ModalBackend:
             local = expand(spec.dataset.path).resolve()
             uploads.append((local, f"/{run_id}/inputs/{local.name}"))
             data["dataset"]["path"] = f"inputs/{local.name}"
-        target, sep, fn_name = spec.reward.name.rpartition(":")
+        target, sep, fn_name = (spec.reward.name if spec.reward else "").rpartition(":")
         if sep and target.endswith(".py"):
             local = expand(target).resolve()
             uploads.append((local, f"/{run_id}/inputs/{local.name}"))

@@ -13,8 +13,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.dataset import check_columns, prepare, source_rows
+from posttrain.gpu.sft_text import MARKS
 from posttrain.sampling import spread
 from posttrain.spec import RunSpec, load_spec
+from posttrain.toolcalls import as_text
 
 SAMPLES = 3
 MAX_PROBLEMS = 20
@@ -35,9 +37,20 @@ class DatasetReport(BaseModel):
     train_rows: int
     holdout_rows: int
     columns: list[str]
-    samples: list[str] = Field(description="Rows rendered exactly as the model will see them.")
+    samples: list[str] = Field(
+        description="Training rows rendered exactly as the model will see them (SFT: the exact "
+        "text the trainer tokenizes, decoded from its token ids)."
+    )
+    sample_ids: list[str] = Field(default_factory=list, description="The samples' row ids.")
+    marked_samples: list[str] = Field(
+        default_factory=list, description=f"SFT: the samples again; {MARKS}."
+    )
+    loss: str | None = Field(None, description="SFT: where the loss falls, and the template.")
     tokenizer: str = Field(description="Which tokenizer and template rendered and counted.")
     prompt_tokens: Percentiles
+    sequence_tokens: Percentiles | None = Field(
+        None, description="SFT: whole training rows (prompt, answers, tool replies), in tokens."
+    )
     reference_tokens: Percentiles | None = None
     problems: list[str] = Field(default_factory=list)
     holdout_overlap: int = Field(0, description="Held-out prompts that also appear in training.")
@@ -77,16 +90,6 @@ def schema_problems(rows: list[dict[str, Any]], spec: RunSpec) -> list[str]:
         missing = [r["id"] for r in rows if not str(r.get("reference") or "").strip()]
         if missing:
             problems.append(f"{len(missing)} rows have an empty reference (ids {missing[:5]})")
-        odd = [
-            r["id"]
-            for r in rows
-            if r.get("reference") is not None and not isinstance(r.get("reference"), str)
-        ]
-        if odd:
-            problems.append(
-                f"{len(odd)} references are not text (ids {odd[:5]}); they will be "
-                f"converted with str()"
-            )
     dupes = [t for t, n in Counter(_norm(t) for t in texts).items() if n > 1 and t]
     if dupes:
         problems.append(f"{len(dupes)} prompts appear more than once (e.g. {dupes[0][:80]!r})")
@@ -100,23 +103,28 @@ def schema_problems(rows: list[dict[str, Any]], spec: RunSpec) -> list[str]:
     return problems[:MAX_PROBLEMS]
 
 
-def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
-    """Inspect the data a spec trains on, rendered and counted as the trainer will."""
+def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) -> DatasetReport:
+    """Inspect the data a spec trains on, rendered and counted as the trainer will. SFT
+    samples are the exact text the trainer tokenizes, the loss-bearing spans marked."""
     spec = load_spec(spec)
-    ds = spec.dataset
+    ds, a = spec.dataset, spec.algorithm
     raw = source_rows(ds)
-    check_columns(ds, raw, spec.algorithm.kind)
-    data = prepare(ds, spec.algorithm.kind)
+    check_columns(ds, raw, a.kind)
+    data = prepare(ds, a.kind)
     tokenizer, tokenizer_name = load_tokenizer_for(spec)
     kwargs = spec.model.template_kwargs()
     rows = data.train + data.holdout
+    sft = None
+    if a.kind == "sft":
+        from posttrain.gpu.sft_text import SftRenderer
+
+        family = spec.model.family
+        sft = SftRenderer(tokenizer, a.sft_loss, kwargs, family.template if family else None)
 
     def render(row: dict[str, Any], with_answer: bool) -> str:
         messages = list(row["prompt"])
-        if with_answer and row.get("completion"):
-            messages += row["completion"]
-        elif with_answer and row.get("reference"):
-            messages.append({"role": "assistant", "content": str(row["reference"])})
+        if with_answer and row.get("reference"):
+            messages.append({"role": "assistant", "content": as_text(row["reference"])})
         return tokenizer.apply_chat_template(
             messages,
             tokenize=False,
@@ -128,10 +136,13 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
     # Lengths from an even sample: a million-row dataset is checked in seconds, not hours.
     sampled = [rows[i] for i in spread(len(rows), LENGTH_SAMPLE)]
     unrenderable: dict[str, str] = {}  # row id -> why the template refused it
+    sequence_lengths: list[int] = []
 
     def prompt_length(row: dict[str, Any]) -> int | None:
         try:
             text = render(row, False)
+            if sft is not None:
+                sequence_lengths.append(len(sft(row).input_ids))
         except Exception as exc:  # jinja and template errors come in many types
             unrenderable[row["id"]] = f"row {row['id']!r}: {type(exc).__name__}: {exc}"
             return None
@@ -140,7 +151,7 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
     prompt_lengths = [n for n in map(prompt_length, sampled) if n is not None]
     renderable = [r for r in data.train if r["id"] not in unrenderable]
     ref_lengths = [
-        len(tokenizer(str(r["reference"]), add_special_tokens=False)["input_ids"])
+        len(tokenizer(as_text(r["reference"]), add_special_tokens=False)["input_ids"])
         for r in sampled
         if r.get("reference")
     ]
@@ -154,12 +165,24 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
             f"chat template (the trainer refuses them): {reasons}; fix those rows or drop "
             f"them with dataset.filters"
         )
-    over = sum(n > spec.algorithm.max_prompt_length for n in prompt_lengths)
+    over = sum(n > a.max_prompt_length for n in prompt_lengths)
     if over:
         problems.append(
             f"{over} of {len(sampled)} sampled prompts are longer than max_prompt_length="
-            f"{spec.algorithm.max_prompt_length} tokens"
+            f"{a.max_prompt_length} tokens"
         )
+    limit = a.max_prompt_length + a.max_completion_length
+    if sft is not None and any(n > limit for n in sequence_lengths):
+        problems.append(
+            f"{sum(n > limit for n in sequence_lengths)} of {len(sampled)} sampled rows are "
+            f"longer than max_prompt_length + max_completion_length = {limit} tokens: SFT "
+            f"drops them (it never truncates a row); raise algorithm.max_completion_length"
+        )
+    if sft is not None:
+        texts = [sft(r) for r in renderable[:samples]]
+        shown, marked = [t.text for t in texts], [t.marked for t in texts]
+    else:
+        shown, marked = [render(r, True) for r in renderable[:samples]], []
     return DatasetReport(
         source=ds.path or ds.hf_repo or f"builtin:{ds.builtin}",
         rows_total=len(raw),
@@ -167,9 +190,13 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str) -> DatasetReport:
         train_rows=len(data.train),
         holdout_rows=len(data.holdout),
         columns=sorted(raw[0]) if raw else [],
-        samples=[render(r, True) for r in renderable[:SAMPLES]],
+        samples=shown,
+        sample_ids=[r["id"] for r in renderable[:samples]],
+        marked_samples=marked,
+        loss=f"{sft.described}; {MARKS}" if sft is not None else None,
         tokenizer=tokenizer_name,
         prompt_tokens=percentiles(prompt_lengths),
+        sequence_tokens=percentiles(sequence_lengths) if sequence_lengths else None,
         reference_tokens=percentiles(ref_lengths) if ref_lengths else None,
         problems=problems,
         holdout_overlap=len(overlap),

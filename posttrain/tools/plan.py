@@ -46,7 +46,25 @@ class PlanResult(BaseModel):
     spec: dict[str, Any] = Field(description="The resolved spec, every default filled in.")
     cost: CostEstimate
     fit: dict[str, Any] | None = Field(None, description="Whether the model fits the GPU.")
+    defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Every field the spec left out, by dotted name, with the value filled in.",
+    )
     warnings: list[str] = Field(default_factory=list)
+
+
+def filled_defaults(model: BaseModel, prefix: str = "") -> dict[str, Any]:
+    """The fields of a validated spec that its author did not write, with their values; a
+    section written in part is listed field by field."""
+    out: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        dotted = f"{prefix}{name}"
+        if name in model.model_fields_set and isinstance(value, BaseModel):
+            out.update(filled_defaults(value, f"{dotted}."))
+        elif name not in model.model_fields_set:
+            out[dotted] = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    return out
 
 
 def total_steps(spec: RunSpec) -> int:
@@ -178,6 +196,17 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
         )
     if cost.timeout_note:
         warnings.append(f"the run is {cost.timeout_note}")
+    if spec.reward is None:
+        warnings.append(
+            "no reward: SFT trains without one, and evaluate compares the trained and base "
+            "models by the held-out references' likelihood (reference_nll, lower is better); "
+            "name a reward (e.g. tool_call) to have evaluate score sampled answers too"
+        )
+    elif a.kind == "grpo" and "reward" not in spec.model_fields_set:
+        warnings.append(
+            f"reward: none given, so GRPO maximises the default '{spec.reward.name}'; name "
+            f"the reward your task needs"
+        )
     if a.lora is None and preset is not None and preset.n_params > 2e9:
         warnings.append(f"full fine-tuning {preset.name} is costly; LoRA is the default")
     return PlanResult(
@@ -185,5 +214,6 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
         spec=spec.model_dump(mode="json"),
         cost=cost,
         fit=fit,
+        defaults=filled_defaults(spec),
         warnings=warnings,
     )

@@ -151,7 +151,7 @@ def check_data(spec: RunSpec) -> list[str]:
     Returns the reward's columns."""
     from posttrain.dataset import check_columns, peek_rows
 
-    columns = reward_columns(spec.reward.name, spec.reward.params)
+    columns = reward_columns(spec.reward.name, spec.reward.params) if spec.reward else []
     rows = peek_rows(spec.dataset)
     if rows is None:
         return columns
