@@ -123,3 +123,34 @@ def test_run_ids_are_validated_and_unknown_runs_are_not_found(home):
         check_run_id("../../etc/passwd")
     with pytest.raises(NotFoundError, match="no run 'run-nope-0000'"):
         get_run("run-nope-0000")
+
+
+def test_any_json_value_in_a_trace_is_indexed_and_no_run_breaks_the_listing(tmp_path, home):
+    """A reference column of dicts (tool calls), lists and unicode: traces keep them as JSON
+    text, and every run still lists (a dict used to stop the index, and so every listing)."""
+    from posttrain.tools.runs import list_runs
+
+    root = home / "runs"
+    clean = make_run(root, "run-test-0001")
+    odd = make_run(root, "run-test-0002")
+    call = {"name": "get_weather", "arguments": {"city": "São Paulo", "days": [1, 2]}}
+    references = [call, [call, call], "東京", 3.5]
+    (odd / "traces" / "step_0001.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"step": 1, "idx": i, "prompt": {"role": "user"}, "completion": ["a", "b"],
+                 "reward": i / 4, "reference": ref, "trained": "⟦x⟧", "components": {}},
+                ensure_ascii=False,
+            ) + "\n"
+            for i, ref in enumerate(references)
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    ctx = Context()
+    assert {r.run_id for r in list_runs(ctx=ctx)} == {clean.name, odd.name}
+    page = sample_traces(odd.name, "first", n=4, order="best", ctx=ctx)
+    got = {r.idx: r for r in page.steps[1]}
+    assert json.loads(got[0].reference) == call and json.loads(got[1].reference) == [call, call]
+    assert got[2].reference == "東京" and got[3].reference == "3.5"
+    assert got[0].prompt == '{"role": "user"}' and got[0].trained == "⟦x⟧"
+    assert get_run(odd.name, ctx=ctx).status == "succeeded"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -33,7 +34,9 @@ from posttrain.runs.measured import record
 from posttrain.runs.queries import Queries
 from posttrain.spec_keys import dry_run_key
 
-SCHEMA_VERSION = 3  # 2: dry runs, rendered prompts, measured step times; 3: run groups
+# 2: dry runs, rendered prompts, measured step times; 3: run groups; 4: SFT training text
+SCHEMA_VERSION = 4
+log = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, spec_id TEXT, name TEXT, backend TEXT, model TEXT, kind TEXT,
@@ -65,7 +68,7 @@ END;
 CREATE TABLE IF NOT EXISTS traces (
     run_id TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL, idx INTEGER NOT NULL,
     grp INTEGER, prompt TEXT, completion TEXT, reward REAL, components TEXT, reference TEXT,
-    rendered TEXT, PRIMARY KEY (run_id, phase, step, idx)
+    rendered TEXT, trained TEXT, PRIMARY KEY (run_id, phase, step, idx)
 );
 CREATE TABLE IF NOT EXISTS measured (
     run_id TEXT PRIMARY KEY, shape TEXT NOT NULL, status TEXT, steps INTEGER,
@@ -195,7 +198,11 @@ class Store(Queries):
                 and (row["status"] in FINAL_STATUSES or size == 0)
             ):
                 continue  # nothing new
-            self.ingest(d)
+            try:
+                self.ingest(d)
+            except (sqlite3.InterfaceError, sqlite3.IntegrityError, ValueError, TypeError):
+                # one run's odd data must never break the listing of every other run
+                log.warning("could not index run %s; it is left out", d.name, exc_info=True)
 
     def ingest(self, run_dir: Path, final: bool = False) -> None:
         """Apply run_dir's events after the stored offset (creating the run row if new)."""
@@ -237,7 +244,7 @@ class Store(Queries):
                 cols = [c for c in state if c != "run_id"]
                 self.db.execute(
                     f"UPDATE runs SET {', '.join(f'{c}=?' for c in cols)} WHERE run_id=?",
-                    [state[c] for c in cols] + [state["run_id"]],
+                    [bindable(state[c]) for c in cols] + [state["run_id"]],
                 )
                 self.db.execute("COMMIT")
             except BaseException:
@@ -250,25 +257,26 @@ class Store(Queries):
         algorithm = spec.get("algorithm", {})
         warmstart = algorithm.get("warmstart") or {}
         stand_in = bool((spec.get("model") or {}).get("stand_in"))
+        values = (
+            run_dir.name,
+            meta.get("spec_id"),
+            spec.get("name"),
+            meta.get("backend"),
+            spec.get("model", {}).get("name"),
+            algorithm.get("kind"),
+            str(run_dir),
+            meta.get("created_at"),
+            algorithm.get("steps"),
+            warmstart.get("steps"),
+            dry_run_key(spec) if stand_in else None,
+            meta.get("group_id"),
+            algorithm.get("seed"),
+        )
         self.db.execute(
             "INSERT OR IGNORE INTO runs (run_id, spec_id, name, backend, model, kind, run_dir, "
             "created_at, total_steps, warmstart_steps, dry_run_key, group_id, seed) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                run_dir.name,
-                meta.get("spec_id"),
-                spec.get("name"),
-                meta.get("backend"),
-                spec.get("model", {}).get("name"),
-                algorithm.get("kind"),
-                str(run_dir),
-                meta.get("created_at"),
-                algorithm.get("steps"),
-                warmstart.get("steps"),
-                dry_run_key(spec) if stand_in else None,
-                meta.get("group_id"),
-                algorithm.get("seed"),
-            ),
+            [bindable(v) for v in values],
         )
 
     def _apply(self, s: dict[str, Any], run_dir: Path, pos: int, e: dict[str, Any]) -> None:
@@ -345,20 +353,24 @@ class Store(Queries):
                 r = json.loads(line)
             except ValueError:
                 continue
+            if not isinstance(r, dict):
+                continue
+            reward = r.get("reward")
             self.db.execute(
-                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
-                    phase,
-                    r.get("step"),
-                    r.get("idx"),
-                    r.get("group"),
-                    r.get("prompt"),
-                    r.get("completion"),
-                    r.get("reward"),
-                    json.dumps(r.get("components") or {}),
-                    r.get("reference"),
-                    r.get("rendered"),
+                    bindable(phase),
+                    bindable(r.get("step")),
+                    bindable(r.get("idx")),
+                    bindable(r.get("group")),
+                    bindable(r.get("prompt")),
+                    bindable(r.get("completion")),
+                    reward if isinstance(reward, int | float) else None,
+                    json.dumps(r.get("components") or {}, default=str),
+                    bindable(r.get("reference")),
+                    bindable(r.get("rendered")),
+                    bindable(r.get("trained")),
                 ),
             )
 
@@ -393,6 +405,14 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def bindable(value: Any) -> Any:
+    """A value SQLite binds: numbers, text and None as they are; any other JSON value (a
+    dict in a reference column, a list) as its JSON text."""
+    if value is None or isinstance(value, int | float | str | bytes):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _size(path: Path) -> int:

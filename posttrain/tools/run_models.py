@@ -105,6 +105,11 @@ class TraceRow(BaseModel):
     rendered: str | None = Field(
         None, description="The prompt as the model read it: chat template, tokens, decoded."
     )
+    trained: str | None = Field(
+        None,
+        description="SFT: the exact text this row trains on, decoded from the trainer's own "
+        "token ids; text between ⟦ and ⟧ carries the loss.",
+    )
 
 
 class TracePage(BaseModel):
