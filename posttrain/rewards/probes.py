@@ -14,11 +14,13 @@ import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from posttrain.errors import ConfigError
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores, reward_label
+from posttrain.rewards.probe_types import Probe, Row
+from posttrain.rewards.tool_probes import TOOL_PROBES, tool_rows
 
 FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is flagged
 # Honest answers scoring under half of the reward's range are not what it pays for (prose
@@ -44,25 +46,6 @@ OFF_TOPIC_VERSE = (
     "The gulls are crying high above the bay\n"
     "And waves will wash the sandy shore away"
 )
-
-
-@dataclass(frozen=True)
-class Row:
-    prompt: str
-    reference: str
-    columns: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str
-    exploit: str  # what a policy producing this would be getting away with
-    fix: str  # the rule that stops it
-    build: Callable[[Row, random.Random], str]
-    # exploit: judged against the honest answers; leak: only matters when prompts hold their
-    # references; form: the reference itself in another form, judged only against honest
-    # answers of a different form (--honest-column), never against the references themselves
-    kind: Literal["exploit", "leak", "form"] = "exploit"
 
 
 def _pair_lines(pool: Sequence[str], lead: Callable[[int], str], n: int) -> str:
@@ -266,15 +249,28 @@ def run_probes(
                 f"{sorted(picked[missing[0]])}); name the right column with --prompt-column, "
                 f"--reference-column or --honest-column"
             )
-    data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
+    battery, notes = PROBES, []
+    tools = tool_rows(reward, picked, prompt_column, reference_column)
+    if tools is not None:  # a tool-call check: honest answers are the expected calls, written
+        data, skipped = tools
+        battery = TOOL_PROBES
+        if not data:
+            raise ConfigError(
+                f"no row's '{reference_column}' holds a tool call to probe; name the column of "
+                f"expected calls with --reference-column (or the reward's label_column)"
+            )
+        if skipped:
+            notes.append(f"{skipped} row(s) expect no call; the tool-call probes skip them")
+    else:
+        data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
     columns = {k: [r.columns.get(k) for r in data] for k in _all_keys(data)}
-    honest_texts = [str(r.columns[honest_column or reference_column]) for r in data]
+    honest_texts = [str(r.columns[honest_column]) if honest_column else r.reference for r in data]
 
     honest_scores = checked_scores(
         reward, honest_texts, prompts=[r.prompt for r in data], **columns
     )
     honest = Distribution.of(honest_scores.rewards)
-    notes = list(dict.fromkeys(honest_scores.notes))
+    notes = list(dict.fromkeys([*notes, *honest_scores.notes]))
     low, high_end = reward.value_range
     floor = low if low > float("-inf") else honest.min
     threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
@@ -294,7 +290,7 @@ def run_probes(
     results = []
     every_score = list(honest_scores.rewards)
     rng = random.Random(seed)
-    for probe in PROBES:
+    for probe in battery:
         texts = [probe.build(r, rng) for r in data]
         scores = checked_scores(reward, texts, prompts=[r.prompt for r in data], **columns)
         notes.extend(n for n in scores.notes if n not in notes)
@@ -302,7 +298,10 @@ def run_probes(
         mean = statistics.fmean(scores.rewards)
         best = max(range(len(texts)), key=lambda i: scores.rewards[i])
         high = mean > floor + 1e-9 and mean >= threshold
-        flagged, verdict = _judge(probe, mean, high, against, leaks, len(data), honest_column)
+        line = against
+        if probe.kind == "wrong_call" and high_end < float("inf"):  # more than half is paid
+            high, line = mean > weak_at + 1e-9, f"half the range {weak_at:.2f}"
+        flagged, verdict = _judge(probe, mean, high, line, leaks, len(data), honest_column)
         example = texts[best]
         results.append(
             ProbeResult(
@@ -371,6 +370,15 @@ def _judge(
                 f"(none of these {rows} rows leaks)"
             )
         return False, f"ok: a verbatim copy scores {mean:.2f} vs {against}"
+    if probe.kind == "info":
+        return False, f"reported, not judged: scores {mean:.2f} vs {against}; {probe.fix}"
+    if probe.kind == "wrong_call":
+        if high:
+            return True, (
+                f"PAYS A WRONG CALL: {probe.exploit}, and scores {mean:.2f} vs {against}; "
+                f"fix: {probe.fix}"
+            )
+        return False, f"ok: a wrong call, paid {mean:.2f} vs {against}"
     if probe.kind == "form" and honest_column is None:
         return False, (
             f"not judged: scores {mean:.2f}, but it is the reference in another form and the "

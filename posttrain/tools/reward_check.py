@@ -66,6 +66,8 @@ def check_reward(
         raise ConfigError("give either spec (the run's data) or data (a file), not both/neither")
     if spec is not None:
         run_spec = load_spec(spec)
+        if params is None and run_spec.reward and run_spec.reward.name == reward:
+            params = run_spec.reward.params  # the spec's own settings of this reward
         prepared = prepare(run_spec.dataset, "grpo")
         table = [
             {k: v for k, v in r.items() if k not in ("prompt", "completion")}
@@ -79,6 +81,8 @@ def check_reward(
     if reference_column and info and "reference_column" in info.parameters:
         # a composite reward (rhyme_relevance) routes it to the part that reads references
         params.setdefault("reference_column", reference_column)
+    if spec is not None and info and "label_column" in info.parameters:
+        params.setdefault("label_column", reference_column)  # tool_call: the spec's reference
     job = {
         "reward": reward,
         "params": params,

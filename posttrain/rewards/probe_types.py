@@ -1,0 +1,35 @@
+"""What a probe is: a response a policy could produce to game a reward, built from a row."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from posttrain.toolcalls import Call
+
+# exploit: judged against the honest answers; leak: only matters when prompts hold their
+# references; form: the reference itself in another form, judged only against honest answers
+# of a different form (--honest-column), never against the references themselves;
+# wrong_call: a tool call that is wrong, flagged when the reward pays it more than half its
+# range; info: reported with its score, never flagged (a judgement the user makes)
+ProbeKind = Literal["exploit", "leak", "form", "wrong_call", "info"]
+
+
+@dataclass(frozen=True)
+class Row:
+    prompt: str
+    reference: str  # the honest answer as text (for tool rows: the expected calls, as written)
+    columns: Mapping[str, Any]
+    calls: tuple[Call, ...] = ()  # tool rows: the expected calls
+    tools: tuple[str, ...] = ()  # tool rows: the names of the tools the row offers
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    exploit: str  # what a policy producing this would be getting away with
+    fix: str  # the rule that stops it
+    build: Callable[[Row, random.Random], str]
+    kind: ProbeKind = "exploit"
