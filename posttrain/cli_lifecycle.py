@@ -223,12 +223,13 @@ def _render_eval(outcome: dict[str, Any]) -> None:
     console.print(table)
     console.print("* the training reward: its gain proves only that the reward was learned")
     p = r["pass_rates"]
-    console.print(
-        f"pass rates (reward >= {p['threshold']:.2f}): base "
-        + ", ".join(f"{k} {v:.2f}" for k, v in p["base"].items())
-        + "; trained "
-        + ", ".join(f"{k} {v:.2f}" for k, v in p["trained"].items())
-    )
+    if p:  # None when the spec names no reward
+        console.print(
+            f"pass rates (reward >= {p['threshold']:.2f}): base "
+            + ", ".join(f"{k} {v:.2f}" for k, v in p["base"].items())
+            + "; trained "
+            + ", ".join(f"{k} {v:.2f}" for k, v in p["trained"].items())
+        )
     console.print(f"noise floor of the reward: {r['metrics'][0]['noise_formula']}")
     if r["tasks_needed"]:
         console.print(f"tasks needed for 80% power at this effect: {r['tasks_needed']}")

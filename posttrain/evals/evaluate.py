@@ -69,7 +69,9 @@ class EvalResult(BaseModel):
         description="What it does not: reference_nll (did training destroy what the model "
         "knew?) and answer length.",
     )
-    pass_rates: PassRates
+    pass_rates: PassRates | None = Field(
+        None, description="Share of tasks whose samples reach the threshold (None: no reward)."
+    )
     tasks_needed: int | None = Field(
         None, description="Held-out tasks for 80% power at the observed reward effect."
     )
@@ -155,7 +157,8 @@ def evaluate_runs(
         )
     first = run_dirs[0]
     spec = load_spec(first / SPEC)
-    reward = get_reward(spec.reward.name, spec.reward.params)
+    # No reward (an SFT spec may name none): the held-out references' likelihood is the measure
+    reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
     holdout = _load_rows(first / HOLDOUT)
     warnings: list[str] = []
     try:
@@ -175,6 +178,12 @@ def evaluate_runs(
         raise ConfigError(
             f"only {len(tasks)} clean held-out tasks remain (need at least "
             f"{stats.MIN_TASKS_ANY}); raise dataset.holdout_share"
+        )
+    if reward is None and sum(bool(t.get("reference")) for t in tasks) < stats.MIN_TASKS_ANY:
+        raise ConfigError(
+            f"the spec names no reward and fewer than {stats.MIN_TASKS_ANY} held-out tasks have "
+            f"a reference, so there is nothing to measure; give the spec a reward (e.g. "
+            f"tool_call) or a dataset.reference_column"
         )
     seeds = {"base": [seed + 1 + i for i in range(base_passes)], "trained": seed + 1}
     own_bases = any((d / "warmstart").is_dir() for d in run_dirs)
@@ -201,18 +210,20 @@ def evaluate_runs(
             f"trained pass, {len(tasks)} tasks x {k} samples",
         )
         outs.append(generate({**job, "base_seeds": base_seeds}))
-    report(len(generators), steps, f"scoring {len(outs)} run(s) with {spec.reward.name}")
+    measure = spec.reward.name if spec.reward else "reference_nll (the spec names no reward)"
+    report(len(generators), steps, f"scoring {len(outs)} run(s) with {measure}")
 
     # every pass scored in one call: in a child process when the reward is the user's code
     flat_passes = [[c for task in p for c in task] for p in outs[0]["base"]]
     flat_passes += [[c for task in o["base"][0] for c in task] for o in outs[1:] if o["base"]]
     flat_passes += [[c for task in o["trained"] for c in task] for o in outs]
     rows = [t for t in tasks for _ in range(k)]
+    every_scores = (
+        score_passes(spec, reward, flat_passes, rows) if reward else [None] * len(flat_passes)
+    )
     scored = iter(
-        per_sample_metrics(reward.headline, scores, completions, len(tasks), k)
-        for scores, completions in zip(
-            score_passes(spec, reward, flat_passes, rows), flat_passes, strict=True
-        )
+        per_sample_metrics(reward.headline if reward else (), scores, completions, len(tasks), k)
+        for scores, completions in zip(every_scores, flat_passes, strict=True)
     )
     passes = [next(scored) for _ in outs[0]["base"]]
     base_by_seed = [passes[0]] + [next(scored) if o["base"] else passes[0] for o in outs[1:]]
@@ -232,42 +243,37 @@ def evaluate_runs(
     metrics = [result(name) for name in names]
     unoptimised = [result(name, optimised=False) for name in DIRECTIONLESS]
     nll = _nll_metric(outs, seed)
-    if nll is not None:
+    if reward is None:
+        if nll is None:
+            raise ConfigError(
+                "the spec names no reward and the references' likelihood could not be measured "
+                "on enough tasks; give the spec a reward (e.g. tool_call)"
+            )
+        metrics = [nll.model_copy(update={"optimised": True})]  # what SFT optimises
+    elif nll is not None:
         unoptimised.insert(0, nll)
     for m in metrics + unoptimised:
         if m.degenerate:
             warnings.append(
                 f"DEGENERATE {m.name}: {m.degenerate} across every pass; {DEGENERATE_CAUSE}"
             )
-    top = reward.value_range[1]
-    threshold = (
-        threshold
-        if threshold is not None
-        else (
-            0.5 * top
-            if top != float("inf")
-            else statistics.median(v for task in passes[0]["reward"] for v in task)
-        )
-    )
     headline = metrics[0]
-    deltas_sd = statistics.pstdev(
-        [
-            statistics.fmean(t) - statistics.fmean(b)
-            for t, b in zip(trained_by_seed[0]["reward"], base_by_seed[0]["reward"], strict=True)
-        ]
+    rates, needed = (
+        _by_reward(reward, passes[0], base_by_seed[0], trained_by_seed[0], headline, threshold, k)
+        if reward
+        else (None, None)
     )
-    needed = (
-        stats.holdout_size(headline.delta, deltas_sd)
-        if headline.delta > 0 and deltas_sd > 0
-        else None
-    )
+
+    def reward_of(one_pass: dict[str, list[list[float]]], i: int) -> float | None:
+        return one_pass["reward"][i][0] if reward else None
+
     examples = [
         {
             "prompt": tasks[i]["prompt_text"],
             "base": outs[0]["base"][0][i][0],
             "trained": outs[0]["trained"][i][0],
-            "base_reward": passes[0]["reward"][i][0],
-            "trained_reward": trained_by_seed[0]["reward"][i][0],
+            "base_reward": reward_of(passes[0], i),
+            "trained_reward": reward_of(trained_by_seed[0], i),
         }
         for i in range(min(EXAMPLES, len(tasks)))
     ]
@@ -290,13 +296,40 @@ def evaluate_runs(
         seeds=seeds,
         metrics=metrics,
         unoptimised=unoptimised,
-        pass_rates=pass_rates(
-            base_by_seed[0]["reward"], trained_by_seed[0]["reward"], threshold, k
-        ),
+        pass_rates=rates,
         tasks_needed=needed,
         warnings=warnings,
         examples=examples,
     )
+
+
+def _by_reward(
+    reward: Any,
+    first_base: dict[str, list[list[float]]],
+    base: dict[str, list[list[float]]],
+    trained: dict[str, list[list[float]]],
+    headline: MetricResult,
+    threshold: float | None,
+    k: int,
+) -> tuple[PassRates, int | None]:
+    """Pass rates at the threshold (default: half the reward's range, else the base median),
+    and the held-out tasks 80% power needs at the observed effect."""
+    top = reward.value_range[1]
+    if threshold is None:
+        values = [v for task in first_base["reward"] for v in task]
+        threshold = 0.5 * top if top != float("inf") else statistics.median(values)
+    deltas_sd = statistics.pstdev(
+        [
+            statistics.fmean(t) - statistics.fmean(b)
+            for t, b in zip(trained["reward"], base["reward"], strict=True)
+        ]
+    )
+    needed = (
+        stats.holdout_size(headline.delta, deltas_sd)
+        if headline.delta > 0 and deltas_sd > 0
+        else None
+    )
+    return pass_rates(base["reward"], trained["reward"], threshold, k), needed
 
 
 def score_passes(

@@ -47,14 +47,16 @@ class MetricResult(BaseModel):
 
 
 def per_sample_metrics(
-    headline: Sequence[str], scores: Scores, completions: list[str], n_tasks: int, k: int
+    headline: Sequence[str], scores: Scores | None, completions: list[str], n_tasks: int, k: int
 ) -> dict[str, list[list[float]]]:
     """metric -> [task][sample] values, for one pass scored by the reward (its `headline`
-    components among them)."""
-    values: dict[str, list[float]] = {"reward": scores.rewards}
-    for name in headline:
-        values[name] = scores.components[name]
-    if "rhyme" in scores.components:
+    components among them); with no reward (scores None), the answer length alone."""
+    values: dict[str, list[float]] = {}
+    if scores is not None:
+        values["reward"] = scores.rewards
+        for name in headline:
+            values[name] = scores.components[name]
+    if scores is not None and "rhyme" in scores.components:
         values["rhyme_rate"] = [float(v >= RHYME_RATE_AT) for v in scores.components["rhyme"]]
     values["length_words"] = [
         float(len(plain_text(completion_text(c)).split())) for c in completions
