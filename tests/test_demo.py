@@ -13,6 +13,7 @@ from tests.conftest import kill_leftover_runs, wait_finished
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(1200)  # its run may take the 900 s it waits for, then it is evaluated
 def test_the_demo_run_learns_to_rhyme(home):
     run_id = launch(demo_spec()).run_id
     try:
