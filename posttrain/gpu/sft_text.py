@@ -143,6 +143,11 @@ class SftRenderer:
         return dict(out)
 
     def __call__(self, row: dict[str, Any]) -> TrainingText:
+        """The row as the trainer reads it, decoded, with its loss spans."""
+        return decode_trained(self.tokenizer, *self.encode(row))
+
+    def encode(self, row: dict[str, Any]) -> tuple[list[int], list[int]]:
+        """The row's token ids and labels (IGNORE where no loss): what the trainer gets."""
         messages = [*row["prompt"], *row.get("completion", [])]
         tools = row.get("tools")
         try:
@@ -172,8 +177,7 @@ class SftRenderer:
                 f"row {row.get('id')!r}: no token carries the loss ({self.described}); "
                 f"the row needs an assistant turn"
             )
-        labels = [t if bit else IGNORE for t, bit in zip(ids, mask, strict=True)]
-        return decode_trained(self.tokenizer, ids, labels)
+        return ids, [t if bit else IGNORE for t, bit in zip(ids, mask, strict=True)]
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

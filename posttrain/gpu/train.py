@@ -174,8 +174,8 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
     if reward is None:
         reporter.log(
-            "no reward: SFT trains without one; traces and the held-out curve show the "
-            "references' likelihood (reference_nll) instead of a score"
+            "no reward: SFT trains without one; traces are not scored, and the held-out "
+            "curve (eval_every) shows the references' likelihood (reference_nll)"
         )
     reporter.check_cancel()
 

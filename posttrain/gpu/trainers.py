@@ -119,10 +119,10 @@ def sft_examples(job: Job) -> tuple[list[dict[str, Any]], str]:
     limit = sft_max_length(spec)
     examples, lengths = [], []
     for i, row in enumerate(job.rows):
-        text = render(row)
-        lengths.append(len(text.input_ids))
-        if len(text.input_ids) <= limit:
-            examples.append({"input_ids": text.input_ids, "labels": text.labels, ROW: i})
+        ids, labels = render.encode(row)
+        lengths.append(len(ids))
+        if len(ids) <= limit:
+            examples.append({"input_ids": ids, "labels": labels, ROW: i})
     over = len(job.rows) - len(examples)
     if over > SEQUENCE_OVERFLOW_TOLERANCE * len(job.rows):
         raise ConfigError(

@@ -142,7 +142,7 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
         try:
             text = render(row, False)
             if sft is not None:
-                sequence_lengths.append(len(sft(row).input_ids))
+                sequence_lengths.append(len(sft.encode(row)[0]))
         except Exception as exc:  # jinja and template errors come in many types
             unrenderable[row["id"]] = f"row {row['id']!r}: {type(exc).__name__}: {exc}"
             return None
