@@ -293,7 +293,10 @@ def sample_traces(
                 reverse=order == "best",
             )
         kept = at[:n]
-        size = sum(len(r["prompt"] or "") + len(r["completion"] or "") for r in kept)
+        size = sum(
+            len(r["prompt"] or "") + len(r["completion"] or "") + len(r["trained"] or "")
+            for r in kept
+        )
         if out and chars + size > MAX_TRACE_CHARS:
             break
         chars += size
