@@ -64,14 +64,10 @@ def register(app: typer.Typer) -> None:
                 f"{r['spec']['algorithm']['kind']}, {r['spec']['algorithm']['steps']} "
                 f"steps on {c['backend']}"
             )
-            where = f"{c['gpu_count']}x {c['gpu']}" if c["gpu"] else "this machine"
             console.print(
-                f"estimated {c['expected_s'] / 60:.1f} min on {where} ({c['step_s']:.2f} s a "
-                f"step): ${c['expected_usd']:.2f}, up to ${c['expected_high_usd']:.2f}; worst "
-                f"case (whole timeout {c['timeout_s'] / 60:.0f} min) "
-                f"${c['worst_case_usd']:.2f}; prices as of {c['prices_as_of']}"
+                f"{c['summary']} (prices as of {c['prices_as_of']})", highlight=False, markup=False
             )
-            console.print(f"basis: {c['basis']}")
+            console.print(f"basis: {(c['alternative'] or c)['basis']}", markup=False)
             if r["fit"]:
                 f = r["fit"]
                 measured = f", measured {f['measured_gb']} GB" if f.get("measured_gb") else ""
@@ -83,7 +79,8 @@ def register(app: typer.Typer) -> None:
                 filled = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["defaults"].items())
                 console.print(f"defaults filled in: {filled}", highlight=False, markup=False)
             for w in r["warnings"]:
-                console.print(f"[yellow]warning:[/yellow] {w}")
+                if w not in c["summary"]:  # the timeout's stop, or a refusal, is said above
+                    console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
 
         emit(result.model_dump(mode="json"), as_json, render)
 

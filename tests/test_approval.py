@@ -55,10 +55,9 @@ def test_an_accepted_elicitation_starts_the_run(paid, mode):
     assert backend.started == [result.structured_content["run_id"]]
     cost = result.structured_content["cost"]
     assert len(asked) == 1 and asked[0].startswith(
-        "Launch Qwen3-0.6B (grpo, 100 steps) on L40S for up to 60 min: "
-        f"estimated ${cost['expected_usd']:.2f} (up to ${cost['expected_high_usd']:.2f}), "
-        f"at most $1.95?"
+        f"Launch Qwen3-0.6B (grpo, 100 steps) on L40S for up to 60 min: {cost['summary']}?"
     )
+    assert f"${cost['run_usd']:.2f} on 1x L40S" in asked[0] and "at most $1.95" in asked[0]
     assert (cost["timeout_note"] or "") in asked[0]  # what the timeout may do, said too
     assert asked[0].endswith(
         "Dry run: none has passed for this model, data, reward and algorithm; `smoke_run` "

@@ -115,10 +115,12 @@ def test_a_run_likely_to_hit_its_timeout_is_warned_and_the_human_told(home, monk
     result = plan(long)
     note = result.cost.timeout_note
     assert note and "likely to be stopped at about step 17 of 100 by its timeout" in note
-    assert any(note in w for w in result.warnings)
+    assert result.warnings[0].startswith("Its timeout stops it") and "step 17 of 100" in (
+        result.warnings[0]
+    )
     ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(home / "vol"))})
     asked = human_question(long, ctx=ctx)
-    assert asked is not None and "likely to be stopped at about step 17 of 100" in asked
+    assert asked is not None and asked.startswith(result.cost.summary)
 
 
 def test_the_projection_of_a_run_from_its_own_step_times():

@@ -84,9 +84,11 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
     factor = 1.15 + 0.35 * params + 0.15 * tokens + (0.3 if gpu not in measured_gpus else 0.0)
     why = [f"x{factor:.2f}: the nearest measurement is {anchor.what.upper()} {anchor.model}"]
     if params >= 0.5:
-        why.append(f"{2**params:.1f}x its parameters")
+        why.append(_times(preset.n_params / anchored.n_params, "its parameters"))
     if tokens >= 0.5:
-        why.append(f"{2**tokens:.1f}x its tokens a step")
+        spec_tokens = tokens_per_step(spec)
+        anchor_tokens = anchor.batch * (anchor.prompt_tokens + anchor.completion_tokens)
+        why.append(_times(spec_tokens / anchor_tokens, "its tokens a step"))
     if gpu not in measured_gpus:
         known = gpu in GPU_PERF
         why.append(
@@ -94,6 +96,11 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
             + ("" if known else f" (none known for {gpu}: the H100's figures are used)")
         )
     return min(factor, MAX_UNCERTAINTY), ", ".join(why)
+
+
+def _times(ratio: float, what: str) -> str:
+    """ "2.0x its tokens" or "1/2.0 of its tokens": the direction said, never only the size."""
+    return f"{ratio:.1f}x {what}" if ratio >= 1 else f"1/{1 / ratio:.1f} of {what}"
 
 
 def step_estimate(spec: RunSpec, measured: list[dict[str, Any]] | None = None) -> StepEstimate:

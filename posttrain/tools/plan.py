@@ -8,12 +8,15 @@ and the worst case (the whole timeout) is what the budget caps are checked again
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from posttrain.catalog import PRICES_AS_OF, fits, gpu_prices, parse_gpu
+from posttrain.errors import BudgetError, ConfigError
 from posttrain.spec import RunSpec, load_spec
+from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
 
 MULTI_GPU_OVERHEAD = 1.1  # data parallel: each GPU trains its own batch, plus all-reduce
@@ -25,10 +28,20 @@ class CostEstimate(BaseModel):
     gpu_count: int = 1
     usd_per_s: float = Field(0.0, description="Price of one GPU, $/s.")
     step_s: float = Field(description="Estimated seconds per training step.")
-    expected_s: float = Field(description="Estimated wall time, start-up included.")
-    expected_high_s: float = Field(description="The upper estimate, with its uncertainty.")
-    expected_usd: float
-    expected_high_usd: float
+    expected_s: float = Field(
+        description="Estimated wall time, start-up included, as the timeout leaves it (capped)."
+    )
+    expected_high_s: float = Field(description="The upper estimate, capped by the timeout.")
+    expected_usd: float = Field(description="What the run is expected to spend (capped).")
+    expected_high_usd: float = Field(description="The upper estimate's spend (capped).")
+    run_s: float = Field(0.0, description="The whole run's expected wall time, uncapped.")
+    run_high_s: float = Field(0.0, description="The whole run's upper estimate, uncapped.")
+    run_usd: float = Field(0.0, description="What finishing the whole run is expected to cost.")
+    run_high_usd: float = Field(0.0, description="Finishing's upper estimate.")
+    stop_step: int | None = Field(
+        None,
+        description="Set when the timeout is expected to stop the run: about the step reached.",
+    )
     timeout_s: int
     worst_case_usd: float = Field(description="Cost if the run uses its whole timeout.")
     basis: str = Field(description="What the estimate is based on, and how far it may be off.")
@@ -38,6 +51,15 @@ class CostEstimate(BaseModel):
     timeout_note: str | None = Field(
         None, description="Set when the run is likely (or may be) stopped by its timeout."
     )
+    refused: str | None = Field(
+        None,
+        description="Set when launch refuses this spec where it is aimed: why, and the fix. "
+        "The figures are then those of `alternative`, never of a run that cannot start.",
+    )
+    alternative: CostEstimate | None = Field(
+        None, description="With `refused`: the same spec priced on compute.backend modal."
+    )
+    summary: str = Field("", description="The price in words, the timeout's stop first.")
     prices_as_of: str
 
 
@@ -73,7 +95,8 @@ def total_steps(spec: RunSpec) -> int:
 
 
 def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
-    """Time and money for the spec; `index` (a Store) supplies finished runs of its shape."""
+    """Time and money for the spec; `index` (a Store) supplies finished runs of its shape.
+    The whole run is priced (`run_*`) beside what its timeout lets it spend (`expected_*`)."""
     measured = index.measured(spec.shape) if index is not None else []
     se = step_estimate(spec, measured)
     a, timeout = spec.algorithm, spec.compute.timeout_s
@@ -85,7 +108,11 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
     training = a.steps * step + warm
     expected = se.startup_s + training
     high = se.startup_s * 1.5 + training * se.factor
-    return CostEstimate(
+    usd_per_s = price * count
+    stop_step = None
+    if expected > timeout:
+        stop_step = min(a.steps, max(0, int((timeout - se.startup_s - warm) / step)))
+    cost = CostEstimate(
         backend=spec.compute.backend,
         gpu=gpu,
         gpu_count=count,
@@ -93,10 +120,15 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         step_s=round(step, 3),
         expected_s=round(min(timeout, expected), 1),
         expected_high_s=round(min(timeout, high), 1),
-        expected_usd=round(min(timeout, expected) * price * count, 2),
-        expected_high_usd=round(min(timeout, high) * price * count, 2),
+        expected_usd=round(min(timeout, expected) * usd_per_s, 2),
+        expected_high_usd=round(min(timeout, high) * usd_per_s, 2),
+        run_s=round(expected, 1),
+        run_high_s=round(high, 1),
+        run_usd=round(expected * usd_per_s, 2),
+        run_high_usd=round(high * usd_per_s, 2),
+        stop_step=stop_step,
         timeout_s=timeout,
-        worst_case_usd=round(timeout * price * count, 2),
+        worst_case_usd=round(timeout * usd_per_s, 2),
         basis=se.basis,
         runs_used=se.runs_used,
         timeout_note=_timeout_note(
@@ -104,6 +136,49 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         ),
         prices_as_of=PRICES_AS_OF,
     )
+    return cost.model_copy(update={"summary": price_text(cost, a.steps)})
+
+
+def _min(seconds: float) -> str:
+    return f"{seconds / 60:,.1f} min"
+
+
+def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
+    """The price told straight, in one place for `plan`, the approval question and groups:
+    when the timeout would stop the run, that comes first, with what it spends and what
+    finishing needs; else the whole run's time and cost, its range and the most it can spend.
+    `runs`: a group's size (its money is the sum of its runs)."""
+    if cost.refused:
+        other = f" On modal: {cost.alternative.summary}" if cost.alternative else ""
+        return f"Cannot launch as written: {cost.refused}.{other}"
+    where = "this machine" if cost.gpu is None else f"{cost.gpu_count}x {cost.gpu}"
+    all_runs = f" for all {runs} runs" if runs > 1 else ""
+    free = cost.usd_per_s == 0
+    if cost.stop_step is not None:
+        spent = "" if free else f", having spent about ${cost.worst_case_usd:.2f}{all_runs}"
+        finish = "" if free else f" and ${cost.run_usd:.2f}"
+        finish_high = "" if free else f" and ${cost.run_high_usd:.2f}"
+        raise_to = math.ceil(cost.run_high_s / 60) * 60
+        return (
+            f"Its timeout stops it: compute.timeout_s {cost.timeout_s} ({_min(cost.timeout_s)}) "
+            f"ends the run at about step {cost.stop_step} of {steps}{spent} on {where}. "
+            f"Finishing needs about {_min(cost.run_s)}{finish} (up to {_min(cost.run_high_s)}"
+            f"{finish_high}; {cost.step_s:.2f} s a step): raise compute.timeout_s to "
+            f"{raise_to} or lower algorithm.steps to {cost.stop_step}."
+        )
+    if free:
+        text = (
+            f"estimated {_min(cost.run_s)} on {where} ({cost.step_s:.2f} s a step), up to "
+            f"{_min(cost.run_high_s)}; free"
+        )
+    else:
+        text = (
+            f"estimated {_min(cost.run_s)} and ${cost.run_usd:.2f}{all_runs} on {where} "
+            f"({cost.step_s:.2f} s a step), up to {_min(cost.run_high_s)} and "
+            f"${cost.run_high_usd:.2f}; at most ${cost.worst_case_usd:.2f} (its whole "
+            f"{_min(cost.timeout_s)} timeout)"
+        )
+    return f"{text}; it is {cost.timeout_note}" if cost.timeout_note else text
 
 
 def _timeout_note(
@@ -133,6 +208,43 @@ def _timeout_note(
     )
 
 
+def _refusal(spec: RunSpec) -> str | None:
+    """Launch's own words when it refuses this spec where it is aimed (a real model's
+    weights on the local CPU), else None."""
+    from posttrain.tools.launch import refuse_local_weights
+
+    try:
+        refuse_local_weights(spec)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _unlaunchable(cost: CostEstimate, refused: str, modal: CostEstimate) -> CostEstimate:
+    """A spec launch refuses is not priced as a run: it carries launch's refusal and, beside
+    it, what the same spec costs on Modal."""
+    zero = ("expected_s", "expected_high_s", "expected_usd", "expected_high_usd", "step_s")
+    update: dict[str, Any] = {name: 0.0 for name in zero}
+    update |= {n: 0.0 for n in ("run_s", "run_high_s", "run_usd", "run_high_usd")}
+    update |= {"refused": refused, "alternative": modal, "timeout_note": None, "stop_step": None}
+    refused_cost = cost.model_copy(update=update)
+    summary = price_text(refused_cost, 0)
+    return refused_cost.model_copy(
+        update={"summary": summary, "basis": f"not priced here: {refused}"}
+    )
+
+
+def _over_cap(worst_case_usd: float) -> str | None:
+    """The budget caps, checked as `launch` checks them, in its words (None within them)."""
+    if worst_case_usd <= 0:
+        return None
+    try:
+        Ledger().check_caps(BudgetPolicy.load(), worst_case_usd)
+    except BudgetError as exc:
+        return str(exc)
+    return None
+
+
 def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
     """Validate a spec and say what it will cost, whether it fits, and what looks wrong.
     `index`: the run index whose finished runs calibrate the estimate (default: this
@@ -143,7 +255,14 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
 
         index = Context().index
     cost = estimate(spec, index)
-    warnings: list[str] = []
+    if refused := _refusal(spec):
+        modal = spec.model_copy(
+            update={"compute": spec.compute.model_copy(update={"backend": "modal"})}
+        )
+        cost = _unlaunchable(cost, refused, estimate(modal, index))
+    warnings: list[str] = [f"launch would answer: {refused}"] if refused else []
+    if cap := _over_cap(cost.worst_case_usd):
+        warnings.append(f"launch would answer: {cap}")
     preset, a = spec.model.preset, spec.algorithm
     fit = None
     if preset is not None and spec.compute.backend != "local":
@@ -176,14 +295,6 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
                 f"{preset.name} needs about {fit['need_gb']} GB but a {fit['gpu']} has "
                 f"{fit['have_gb']} GB: use LoRA, a smaller batch_size, or a larger GPU"
             )
-    m = spec.model
-    real = not (preset is not None and preset.hf_repo is None) and not m.stand_in
-    if spec.compute.backend == "local" and real and not m.random_weights:
-        warnings.append(
-            f"{m.name} on the local backend: `launch` will not load its real weights onto this "
-            f"CPU. `smoke_run` dry-runs this exact spec (data, template, reward, algorithm) on a "
-            f"stand-in of the same family, free; set compute.backend: modal to train {m.name}"
-        )
     if a.kind == "grpo" and a.steps < 100:
         warnings.append(
             f"{a.steps} GRPO steps is a smoke test: on the tiny gym the reward sits flat for "
@@ -194,7 +305,12 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
             f"the worst case ${cost.worst_case_usd:.2f} (whole timeout) is over budget_usd "
             f"${spec.budget_usd:.2f}: lower compute.timeout_s"
         )
-    if cost.timeout_note:
+    if cost.stop_step is not None:
+        warnings.insert(0, cost.summary)
+        finish_s = math.ceil(cost.run_high_s / 60) * 60
+        if cap_then := _over_cap(round(finish_s * cost.usd_per_s * cost.gpu_count, 2)):
+            warnings.insert(1, f"with compute.timeout_s {finish_s}, launch would say: {cap_then}")
+    elif cost.timeout_note:
         warnings.append(f"the run is {cost.timeout_note}")
     if spec.reward is None:
         warnings.append(
