@@ -111,9 +111,11 @@ class Queries:
         return [dict(r) for r in rows]
 
     def measured(self, shape: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
-        """Finished runs of this shape that trained at least 3 steps, newest first."""
+        """Runs of this shape that succeeded after at least 3 steps, newest first. A failed or
+        cancelled run never becomes the measurement: its steps may have been slowed by what
+        stopped it (a contended CPU, a dying machine)."""
         rows = self.db.execute(
-            "SELECT * FROM measured WHERE shape=? AND steps>=3 AND status!='failed' "
+            "SELECT * FROM measured WHERE shape=? AND steps>=3 AND status='succeeded' "
             "ORDER BY ended_at DESC LIMIT ?",
             (json.dumps(shape, sort_keys=True), limit),
         )

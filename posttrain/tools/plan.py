@@ -28,6 +28,8 @@ class CostEstimate(BaseModel):
     gpu_count: int = 1
     usd_per_s: float = Field(0.0, description="Price of one GPU, $/s.")
     step_s: float = Field(description="Estimated seconds per training step.")
+    warm_steps: int = Field(0, description="Warm-start (SFT) steps before training; 0: none.")
+    warm_step_s: float = Field(0.0, description="Estimated seconds per warm-start step.")
     expected_s: float = Field(
         description="Estimated wall time, start-up included, as the timeout leaves it (capped)."
     )
@@ -118,6 +120,8 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         gpu_count=count,
         usd_per_s=price,
         step_s=round(step, 3),
+        warm_steps=a.warmstart.steps if a.warmstart else 0,
+        warm_step_s=round(se.warm_step_s, 3) if a.warmstart else 0.0,
         expected_s=round(min(timeout, expected), 1),
         expected_high_s=round(min(timeout, high), 1),
         expected_usd=round(min(timeout, expected) * usd_per_s, 2),
@@ -152,6 +156,9 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
         other = f" On modal: {cost.alternative.summary}" if cost.alternative else ""
         return f"Cannot launch as written: {cost.refused}.{other}"
     where = "this machine" if cost.gpu is None else f"{cost.gpu_count}x {cost.gpu}"
+    per_step = f"{cost.step_s:.2f} s a step"
+    if cost.warm_steps:
+        per_step += f", after {cost.warm_steps} warm-start steps at {cost.warm_step_s:.2f} s"
     all_runs = f" for all {runs} runs" if runs > 1 else ""
     free = cost.usd_per_s == 0
     if cost.stop_step is not None:
@@ -159,22 +166,24 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
         finish = "" if free else f" and ${cost.run_usd:.2f}"
         finish_high = "" if free else f" and ${cost.run_high_usd:.2f}"
         raise_to = math.ceil(cost.run_high_s / 60) * 60
+        in_warm = cost.stop_step == 0 and cost.warm_steps > 0
+        at = "during its warm-start" if in_warm else f"at about step {cost.stop_step} of {steps}"
+        fix = f"raise compute.timeout_s to {raise_to}"
+        fix += "" if in_warm else f" or lower algorithm.steps to {cost.stop_step}"
         return (
             f"Its timeout stops it: compute.timeout_s {cost.timeout_s} ({_min(cost.timeout_s)}) "
-            f"ends the run at about step {cost.stop_step} of {steps}{spent} on {where}. "
-            f"Finishing needs about {_min(cost.run_s)}{finish} (up to {_min(cost.run_high_s)}"
-            f"{finish_high}; {cost.step_s:.2f} s a step): raise compute.timeout_s to "
-            f"{raise_to} or lower algorithm.steps to {cost.stop_step}."
+            f"ends the run {at}{spent} on {where}. Finishing needs about {_min(cost.run_s)}"
+            f"{finish} (up to {_min(cost.run_high_s)}{finish_high}; {per_step}): {fix}."
         )
     if free:
         text = (
-            f"estimated {_min(cost.run_s)} on {where} ({cost.step_s:.2f} s a step), up to "
+            f"estimated {_min(cost.run_s)} on {where} ({per_step}), up to "
             f"{_min(cost.run_high_s)}; free"
         )
     else:
         text = (
             f"estimated {_min(cost.run_s)} and ${cost.run_usd:.2f}{all_runs} on {where} "
-            f"({cost.step_s:.2f} s a step), up to {_min(cost.run_high_s)} and "
+            f"({per_step}), up to {_min(cost.run_high_s)} and "
             f"${cost.run_high_usd:.2f}; at most ${cost.worst_case_usd:.2f} (its whole "
             f"{_min(cost.timeout_s)} timeout)"
         )

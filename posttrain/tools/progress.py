@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,7 +15,9 @@ OVER_ESTIMATE = 2.0  # a projection this many times the approved estimate is a h
 
 class Projection(BaseModel):
     cost_so_far_usd: float
-    s_per_step: float | None = Field(None, description="Measured: the median of recent steps.")
+    s_per_step: float | None = Field(
+        None, description="Measured: the median of recent steps of the phase running now."
+    )
     steps_left: int
     projected_total_s: float | None = Field(None, description="From launch to the last step.")
     projected_total_usd: float | None = None
@@ -24,6 +26,18 @@ class Projection(BaseModel):
     ends_before_timeout: bool | None = None
     approved_expected_usd: float | None = Field(
         None, description="The expected cost the launch was approved with."
+    )
+    phase: Literal["warmstart", "train"] = Field(
+        "train", description="What is running now: the SFT warm-start or the training proper."
+    )
+    warm_s_per_step: float | None = Field(
+        None, description="Warm-start (SFT) seconds a step, measured; None without one."
+    )
+    train_s_per_step: float | None = Field(
+        None, description="Training seconds a step: measured once a step ran, else the plan's."
+    )
+    train_step_measured: bool = Field(
+        False, description="Whether train_s_per_step was measured (else it is the estimate)."
     )
     note: str
 
@@ -54,20 +68,24 @@ def project(
     warm_s = _median_recent(metrics, "warmstart")
     total, step = int(row.get("total_steps") or 0), int(row.get("step") or 0)
     warm_total = int(row.get("warmstart_steps") or 0)
-    if row.get("phase") == "warmstart":
+    warming = row.get("phase") == "warmstart"
+    if warming:  # `step` counts warm-start steps; every training step is still to come
         warm_left, train_left = max(0, warm_total - step), total
-        per_train = train_s or meta.get("step_s") or warm_s  # not measured yet: the estimate
+        per_train = train_s or meta.get("step_s")  # not measured yet: the plan's estimate
+        steps_left, s_per_step = warm_left + train_left, warm_s
         left_s = warm_left * (warm_s or 0.0) + train_left * (per_train or 0.0)
-        steps_left, s_per_step = warm_left + train_left, per_train
     else:
-        steps_left = max(0, total - step)
-        s_per_step = train_s
+        steps_left, s_per_step, per_train = max(0, total - step), train_s, train_s
         left_s = steps_left * (train_s or 0.0)
     base = {
         "cost_so_far_usd": round(cost_so_far_usd, 4),
         "steps_left": steps_left,
         "timeout_at": timeout_at,
         "approved_expected_usd": approved,
+        "phase": "warmstart" if warming else "train",
+        "warm_s_per_step": round(warm_s, 3) if warm_s else None,
+        "train_s_per_step": round(per_train, 3) if per_train else None,
+        "train_step_measured": bool(train_s),
     }
     if not s_per_step:
         return Projection(**base, note="no step measured yet: nothing to project from")
@@ -75,13 +93,25 @@ def project(
     total_s = end_at - start
     projected_usd = round(total_s * usd_per_s, 2)
     before = timeout_at is None or end_at <= timeout_at
-    note = (
-        f"{s_per_step:.2f} s a step measured: the last step at about "
-        f"{time.strftime('%H:%M', time.localtime(end_at))}"
-    )
-    if not before and timeout_at is not None and s_per_step:
-        reached = step + int(max(0.0, timeout_at - now) / s_per_step)
-        note += f"; the timeout stops it first, at about step {min(reached, total)} of {total}"
+    last = time.strftime("%H:%M", time.localtime(end_at))
+    if warming:
+        then = (
+            f"then {total} training steps at {per_train:.2f} s a step "
+            f"({'measured' if train_s else 'estimated'})"
+            if per_train
+            else f"then {total} training steps, not estimated"
+        )
+        note = (
+            f"warm-start step {step} of {warm_total}: {s_per_step:.2f} s a step measured; "
+            f"{then}: the last step at about {last}"
+        )
+    else:
+        note = f"{s_per_step:.2f} s a step measured: the last step at about {last}"
+    if not before and timeout_at is not None:
+        warm_left_s = (warm_total - step) * s_per_step if warming else 0.0
+        done = 0 if warming else step
+        where = _where_stopped(timeout_at - now, warm_left_s, per_train, done, total)
+        note += f"; the timeout stops it first, {where}"
     return Projection(
         **base,
         s_per_step=round(s_per_step, 3),
@@ -91,6 +121,17 @@ def project(
         ends_before_timeout=before,
         note=note,
     )
+
+
+def _where_stopped(
+    left_s: float, warm_left_s: float, train_s: float | None, done: int, total: int
+) -> str:
+    """Where the timeout falls, `left_s` from now: during the `warm_left_s` of warm-start
+    still to run, or after it, counting training steps on from `done` of `total`."""
+    left_s = max(0.0, left_s)
+    if left_s < warm_left_s or not train_s:
+        return "during the warm-start, before any training step"
+    return f"at about step {min(total, done + int((left_s - warm_left_s) / train_s))} of {total}"
 
 
 def over_estimate(projection: Projection | None) -> str | None:
