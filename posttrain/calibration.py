@@ -13,7 +13,7 @@ The model, and why it has this shape (DESIGN.md, "Measured on an H200"):
   unmerged, gradient checkpointing on): the factor is fitted from the GRPO step time.
 - Training runs at the model FLOPs utilisation measured for SFT (6N FLOPs per token).
 - Peak memory is counted tensor by tensor (catalog.memory_estimate_gb), times an allocator
-  factor fitted to the measured SFT peak.
+  factor fitted to the measured SFT peak (`fits()`: whether a preset fits a GPU).
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ import statistics
 from dataclasses import dataclass
 from typing import Literal
 
-from posttrain.catalog import get_preset, gpu_perf, memory_estimate_gb
+from posttrain.catalog import (
+    GPU_MEMORY_GB,
+    Preset,
+    get_preset,
+    gpu_perf,
+    memory_estimate_gb,
+    parse_gpu,
+)
 
 SOFTWARE = (
     "plain TRL 1.16, torch 2.11, transformers 5.17, bf16, LoRA r16 all-linear, random weights"
@@ -174,3 +181,22 @@ def fitted() -> Fit:
         sft_preset, True, sft.prompt_tokens, sft.completion_tokens, sft.batch, "sft", 1.0
     )
     return Fit(overhead, factor, mfu, sft.peak_memory_gb / counted, (sft, generate, grpo))
+
+
+def fits(
+    preset: Preset,
+    gpu: str,
+    lora: bool,
+    completion_tokens: int,
+    batch: int,
+    prompt_tokens: int = 128,
+    kind: str = "grpo",
+) -> dict:
+    """Whether a preset fits a GPU spec ('H100:2' shares nothing: each GPU holds a replica):
+    the counted memory times the allocator factor fitted here."""
+    name, _ = parse_gpu(gpu)
+    factor = fitted().allocator_factor
+    need = memory_estimate_gb(preset, lora, prompt_tokens, completion_tokens, batch, kind, factor)
+    have = GPU_MEMORY_GB.get(name)  # None: a type from a price override, memory unknown
+    fits = None if have is None else need <= have
+    return {"gpu": name, "need_gb": round(need, 1), "have_gb": have, "fits": fits}

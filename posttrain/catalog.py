@@ -1,4 +1,5 @@
-"""Model presets, the GPU price table, and whether a model fits a GPU.
+"""Model presets, the GPU price table, and a training step's memory counted tensor by tensor
+(whether it fits a GPU, with the allocator factor fitted to measurements: calibration.fits).
 
 Presets carry the architecture numbers of the real checkpoints, so a random-weight model of
 the real shape can be built for GPU benchmarks without a download (`Preset.config()`).
@@ -230,7 +231,7 @@ def memory_estimate_gb(
     completion_tokens: int,
     batch: int,
     kind: str,
-    allocator_factor: float | None = None,
+    allocator_factor: float,
 ) -> float:
     """Peak GPU memory of a training step with gradient checkpointing (TRL's default).
 
@@ -240,12 +241,8 @@ def memory_estimate_gb(
     layer at a time is recomputed whole (~34 bytes x batch x sequence x hidden, no attention
     matrix with SDPA). GRPO's generation holds a KV cache. TRL computes log-probabilities in
     chunks, so the logits are not counted. On top: torch's caching allocator, a factor
-    fitted to the measured SFT peak (posttrain/calibration.py).
+    fitted to the measured SFT peak (posttrain/calibration.py; `calibration.fits` passes it).
     """
-    if allocator_factor is None:
-        from posttrain.calibration import fitted
-
-        allocator_factor = fitted().allocator_factor
     sequence = prompt_tokens + completion_tokens
     tokens = batch * sequence
     h, layers = preset.hidden_size, preset.num_hidden_layers
@@ -255,23 +252,6 @@ def memory_estimate_gb(
     kv = 2 * layers * preset.num_key_value_heads * preset.head_dim * tokens * 2
     kv = kv if kind == "grpo" else 0
     return allocator_factor * (weights + training + activations + kv) / 1e9
-
-
-def fits(
-    preset: Preset,
-    gpu: str,
-    lora: bool,
-    completion_tokens: int,
-    batch: int,
-    prompt_tokens: int = 128,
-    kind: str = "grpo",
-) -> dict:
-    """Whether a preset fits a GPU spec ('H100:2' shares nothing: each GPU holds a replica)."""
-    name, _ = parse_gpu(gpu)
-    need = memory_estimate_gb(preset, lora, prompt_tokens, completion_tokens, batch, kind)
-    have = GPU_MEMORY_GB.get(name)  # None: a type from a price override, memory unknown
-    fits = None if have is None else need <= have
-    return {"gpu": name, "need_gb": round(need, 1), "have_gb": have, "fits": fits}
 
 
 # --- Families: what a tokenizer, a chat template and a stand-in model are chosen by --------

@@ -4,7 +4,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from posttrain.catalog import PRESETS, fits, gpu_prices, parse_gpu
+from posttrain.calibration import fits
+from posttrain.catalog import PRESETS, gpu_prices, parse_gpu
 from posttrain.errors import ConfigError
 
 

@@ -13,56 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.catalog import PRICES_AS_OF, fits, gpu_prices, parse_gpu
+from posttrain.calibration import fits
+from posttrain.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.errors import BudgetError, ConfigError
+from posttrain.run_plan import CostEstimate
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
 
 MULTI_GPU_OVERHEAD = 1.1  # data parallel: each GPU trains its own batch, plus all-reduce
-
-
-class CostEstimate(BaseModel):
-    backend: str
-    gpu: str | None = Field(None, description="GPU type, e.g. H100 (None on the local backend).")
-    gpu_count: int = 1
-    usd_per_s: float = Field(0.0, description="Price of one GPU, $/s.")
-    step_s: float = Field(description="Estimated seconds per training step.")
-    warm_steps: int = Field(0, description="Warm-start (SFT) steps before training; 0: none.")
-    warm_step_s: float = Field(0.0, description="Estimated seconds per warm-start step.")
-    expected_s: float = Field(
-        description="Estimated wall time, start-up included, as the timeout leaves it (capped)."
-    )
-    expected_high_s: float = Field(description="The upper estimate, capped by the timeout.")
-    expected_usd: float = Field(description="What the run is expected to spend (capped).")
-    expected_high_usd: float = Field(description="The upper estimate's spend (capped).")
-    run_s: float = Field(0.0, description="The whole run's expected wall time, uncapped.")
-    run_high_s: float = Field(0.0, description="The whole run's upper estimate, uncapped.")
-    run_usd: float = Field(0.0, description="What finishing the whole run is expected to cost.")
-    run_high_usd: float = Field(0.0, description="Finishing's upper estimate.")
-    stop_step: int | None = Field(
-        None,
-        description="Set when the timeout is expected to stop the run: about the step reached.",
-    )
-    timeout_s: int
-    worst_case_usd: float = Field(description="Cost if the run uses its whole timeout.")
-    basis: str = Field(description="What the estimate is based on, and how far it may be off.")
-    runs_used: list[str] = Field(
-        default_factory=list, description="Finished runs whose measured steps were used."
-    )
-    timeout_note: str | None = Field(
-        None, description="Set when the run is likely (or may be) stopped by its timeout."
-    )
-    refused: str | None = Field(
-        None,
-        description="Set when launch refuses this spec where it is aimed: why, and the fix. "
-        "The figures are then those of `alternative`, never of a run that cannot start.",
-    )
-    alternative: CostEstimate | None = Field(
-        None, description="With `refused`: the same spec priced on compute.backend modal."
-    )
-    summary: str = Field("", description="The price in words, the timeout's stop first.")
-    prices_as_of: str
 
 
 class PlanResult(BaseModel):
@@ -217,11 +176,24 @@ def _timeout_note(
     )
 
 
+def refuse_local_weights(spec: RunSpec) -> None:
+    """A local run trains tiny-local or a stand-in; a real model's weights never load here."""
+    m = spec.model
+    if spec.compute.backend != "local" or m.stand_in or m.random_weights:
+        return
+    if m.preset is not None and m.preset.hf_repo is None:
+        return  # tiny-local, the demo
+    raise ConfigError(
+        f"compute.backend 'local' would load {m.name}'s real weights onto this machine's CPU; "
+        f"locally, posttrain dry-runs your spec on a stand-in of the same family instead "
+        f"(`smoke_run`, or `posttrain smoke SPEC`: free, about a minute). To train "
+        f"{m.name} itself, set compute.backend: modal"
+    )
+
+
 def _refusal(spec: RunSpec) -> str | None:
     """Launch's own words when it refuses this spec where it is aimed (a real model's
     weights on the local CPU), else None."""
-    from posttrain.tools.launch import refuse_local_weights
-
     try:
         refuse_local_weights(spec)
     except ConfigError as exc:

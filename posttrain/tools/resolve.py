@@ -12,59 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from posttrain.errors import ConfigError
+from posttrain.run_plan import Base, Resume, RunPlan
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec import RunSpec, load_spec
-from posttrain.tools.plan import CostEstimate, estimate
-
-
-class Base(BaseModel):
-    """What training starts from: the spec's own model, or a folder of an earlier run."""
-
-    run_id: str | None = Field(None, description="None: the spec's model itself.")
-    folder: str | None = Field(None, description="Inside that run, e.g. 'warmstart'.")
-    described: str
-
-    def path(self, runs_root: Path) -> Path | None:
-        """The folder to load, or None for the spec's own model."""
-        if self.run_id is None:
-            return None
-        return runs_root / self.run_id / (self.folder or "final")
-
-
-class Resume(BaseModel):
-    run_id: str
-    checkpoint: str = Field(description="Relative to that run's folder.")
-    step: int
-
-
-class RunPlan(BaseModel):
-    spec: RunSpec
-    spec_id: str
-    key: str = Field(description="The idempotency key: one key is one run.")
-    explicit_key: bool
-    backend: str
-    reward_columns: list[str]
-    cost: CostEstimate
-    base: Base
-    resume: Resume | None = None
-    dry_run_status: str | None = None
-
-    def run_meta(self) -> dict[str, Any]:
-        """What run.json keeps of the plan (the trainer and evaluate read base and resume)."""
-        return {
-            "spec_id": self.spec_id,
-            "backend": self.backend,
-            "idempotency_key": self.key,
-            "base": self.base.model_dump(),
-            "resume": self.resume.model_dump() if self.resume else None,
-            "worst_case_usd": self.cost.worst_case_usd,
-            "expected_usd": self.cost.expected_usd,
-            "expected_s": self.cost.expected_s,
-            "step_s": self.cost.step_s,
-        }
+from posttrain.tools.plan import estimate, refuse_local_weights
 
 
 def resolve(
@@ -75,7 +27,6 @@ def resolve(
 ) -> RunPlan:
     """The plan of a launch; ConfigError for anything that would fail later."""
     from posttrain.tools.approval import dry_run_status
-    from posttrain.tools.launch import refuse_local_weights
 
     spec = load_spec(spec)
     if check_runnable:
