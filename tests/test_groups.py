@@ -161,3 +161,35 @@ def test_a_local_group_queues_trains_and_is_evaluated_across_its_seeds(home):
     nll = next(m for m in result.unoptimised if m.name == "reference_nll")
     assert nll.delta == 0.0 and "within_noise" in nll.verdict
     assert get_run(started.run_ids[1]).evaluation["verdict"] == result.verdict
+
+
+def test_a_regression_every_task_shows_is_named_for_one_run_and_for_a_group_alike():
+    n, base = 60, tasks([2.0] * 60)
+    one_run = metric_result(
+        "reference_nll",
+        [base, base],
+        [base],
+        [tasks([2.5] * n)],
+        seed=0,
+        optimised=False,
+        higher_is_better=False,
+    )
+    # three seeds that all got worse on every task, by amounts far apart: their spread
+    # (seed floor ~0.99) hides the rise from the metric's own verdict, never from the headline
+    group = metric_result(
+        "reference_nll",
+        [base, base],
+        [base] * 3,
+        [tasks([2.1] * n), tasks([2.9] * n), tasks([2.5] * n)],
+        seed=0,
+        optimised=False,
+        higher_is_better=False,
+    )
+    assert group.verdict == "within_noise" and group.seed_floor > group.delta
+    assert regressions([one_run]) == regressions([group]) == ["reference_nll"]
+    headline = "unproven: improved (the metric is the training reward itself)"
+    assert qualified(headline, regressions([group])) == qualified(headline, ["reference_nll"])
+    assert qualified("unproven: within_noise (n=30 tasks < 50)", ["reference_nll"]) == (
+        "unproven: within_noise (reference_nll worse beyond noise; n=30 tasks < 50)"
+    )
+    assert qualified("insufficient_data", ["reference_nll"]) == "insufficient_data"

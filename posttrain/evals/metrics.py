@@ -151,17 +151,24 @@ def metric_result(
 
 
 def regressions(unoptimised: list[MetricResult]) -> list[str]:
-    """Un-optimised metrics that got worse beyond noise."""
-    return [
-        m.name
-        for m in unoptimised
-        if m.name not in DIRECTIONLESS and m.verdict.removeprefix("unproven: ").startswith("worse")
-    ]
+    """Un-optimised metrics that got worse beyond noise: the interval of the paired per-task
+    deltas lies on the worse side of zero and the mean clears the base passes' noise floor.
+    One rule for a run and a group: the training-seed spread of a group widens what counts as
+    a proven gain, never what hides a loss every seed's tasks show."""
+    worse = []
+    for m in unoptimised:
+        if m.name in DIRECTIONLESS or m.degenerate:
+            continue
+        sign = 1.0 if m.higher_is_better else -1.0  # worse: lower, or higher for a loss
+        if max(sign * m.ci_low, sign * m.ci_high) < 0 and -sign * m.delta > m.noise_floor:
+            worse.append(m.name)
+    return worse
 
 
 def qualified(headline: str, worse: list[str]) -> str:
-    """The headline verdict, qualified when the gain came with a regression elsewhere:
-    'improved' becomes 'improved_with_regression (reference_nll worse)'."""
+    """The headline verdict, qualified when a regression came with it: 'improved' becomes
+    'improved_with_regression (reference_nll worse beyond noise)'; any other outcome that
+    claims something keeps its name and says the regression too."""
     if not worse:
         return headline
     outcome = "improved_with_regression"
@@ -170,4 +177,8 @@ def qualified(headline: str, worse: list[str]) -> str:
         return headline.replace("unproven: improved (", f"unproven: {outcome} ({note}; ", 1)
     if headline == "improved":
         return f"{outcome} ({note})"
-    return headline
+    if headline.startswith("insufficient_data"):
+        return headline  # it claims nothing, so nothing is qualified
+    if headline.endswith(")"):  # "unproven: within_noise (n=30 tasks < 50)"
+        return headline.replace(" (", f" ({note}; ", 1)
+    return f"{headline} ({note})"

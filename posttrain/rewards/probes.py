@@ -301,7 +301,8 @@ def run_probes(
         line = against
         if probe.kind == "wrong_call" and high_end < float("inf"):  # more than half is paid
             high, line = mean > weak_at + 1e-9, f"half the range {weak_at:.2f}"
-        flagged, verdict = _judge(probe, mean, high, line, leaks, len(data), honest_column)
+        fix = _fix_for(probe.fix, reward.name)
+        flagged, verdict = _judge(probe, mean, high, line, leaks, len(data), honest_column, fix)
         example = texts[best]
         results.append(
             ProbeResult(
@@ -356,13 +357,15 @@ def _judge(
     leaks: int,
     rows: int,
     honest_column: str | None,
+    fix: str,
 ) -> tuple[bool, str]:
-    """Whether a probe is flagged, and the sentence that says why (or why not)."""
+    """Whether a probe is flagged, and the sentence that says why (or why not); `fix` is
+    the probe's fix as `_fix_for` words it for the reward under test."""
     if probe.kind == "leak":
         if high and leaks:
             return True, (
                 f"LEAK: {leaks} prompt(s) contain their reference and the reward pays a copy "
-                f"{mean:.2f}; {probe.fix}"
+                f"{mean:.2f}; {fix}"
             )
         if high:
             return False, (
@@ -371,12 +374,12 @@ def _judge(
             )
         return False, f"ok: a verbatim copy scores {mean:.2f} vs {against}"
     if probe.kind == "info":
-        return False, f"reported, not judged: scores {mean:.2f} vs {against}; {probe.fix}"
+        return False, f"reported, not judged: scores {mean:.2f} vs {against}; {fix}"
     if probe.kind == "wrong_call":
         if high:
             return True, (
                 f"PAYS A WRONG CALL: {probe.exploit}, and scores {mean:.2f} vs {against}; "
-                f"fix: {probe.fix}"
+                f"fix: {fix}"
             )
         return False, f"ok: a wrong call, paid {mean:.2f} vs {against}"
     if probe.kind == "form" and honest_column is None:
@@ -386,9 +389,20 @@ def _judge(
         )
     if high:
         return True, (
-            f"LIKELY EXPLOIT: {probe.exploit} and scores {mean:.2f} vs {against}; fix: {probe.fix}"
+            f"LIKELY EXPLOIT: {probe.exploit} and scores {mean:.2f} vs {against}; fix: {fix}"
         )
     return False, f"ok: scores {mean:.2f} vs {against}"
+
+
+def _fix_for(fix: str, reward_name: str) -> str:
+    """A probe's fix, never advising the reward under test: when the fix names it, that
+    reward already does what the fix says and still pays the probe."""
+    if f"({reward_name})" not in fix:
+        return fix
+    return (
+        f"{reward_name} is the usual fix ({fix.replace(f' ({reward_name})', '')}) and it "
+        f"still pays this: tighten its parameters, or add a check that refuses this form"
+    )
 
 
 def _all_keys(data: Sequence[Row]) -> list[str]:
