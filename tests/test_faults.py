@@ -92,7 +92,8 @@ def test_a_sigkilled_server_finds_its_runs_again_with_the_right_status(home):
 
 @pytest.mark.slow
 def test_trainers_killed_between_writes_leave_readable_runs(home):
-    """SIGKILL at random moments: every complete event survives, a torn tail is reported."""
+    """SIGKILL at random moments: the run ends failed with its cause, every complete event
+    survives, a torn tail is reported."""
     rng = random.Random(0)
     for seed in range(2):
         long_run = {**SMALL, "algorithm": {**SMALL["algorithm"], "steps": 400, "seed": seed}}
@@ -104,10 +105,13 @@ def test_trainers_killed_between_writes_leave_readable_runs(home):
         detail = wait_for(
             lambda r=run_id: (d := get_run(r, verbose=True)).status == "failed" and d, timeout_s=60
         )
-        assert "SIGKILL" in detail.cause
+        assert "killed by SIGKILL" in detail.cause
         written = [e for e in iter_events(home / "runs" / run_id) if e["type"] == "metrics"]
-        assert [m["step"] for m in detail.metrics] == [e["step"] for e in written]
+        steps = [m["step"] for m in detail.metrics]
+        assert steps == [e["step"] for e in written] == list(range(1, len(steps) + 1))
         assert detail.metrics and detail.torn_lines in (0, 1)
+        last_log = tail_logs(run_id, tail=1).lines[0].message
+        assert "run failed: trainer killed by SIGKILL" in last_log
 
 
 def test_a_corrupted_index_is_set_aside_and_rebuilt_with_nothing_lost(home):
