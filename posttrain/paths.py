@@ -11,14 +11,24 @@ server outside it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import ConfigError
-from posttrain.runs.layout import home
 
 if TYPE_CHECKING:
     from pydantic import ValidationInfo
+
+# A run id names a folder under $POSTTRAIN_HOME/runs: a short slug never names a path outside
+# it. \Z: "$" would take a final newline.
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,63}\Z")
+HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")  # org/name on the hub, not a path
+
+
+def home() -> Path:
+    """$POSTTRAIN_HOME, default ~/.posttrain: runs, the index, caches of run state."""
+    return Path(os.environ.get("POSTTRAIN_HOME") or Path.home() / ".posttrain").expanduser()
 
 
 def expand(path: str | Path) -> Path:
@@ -84,18 +94,6 @@ def confine_spec_source(source: Any, roots: list[Path] | None = None) -> Any:
     return source
 
 
-def confine_reward(ref: str, roots: list[Path] | None = None) -> None:
-    """A reward given as path/to/file.py:function must name a file inside the roots."""
-    from posttrain.rewards.registry import REWARDS
-    from posttrain.rewards.user import is_file_ref, split_ref
-
-    if ref in REWARDS or ":" not in ref:
-        return
-    target, _ = split_ref(ref)
-    if is_file_ref(target):
-        confine(target, "reward file", roots)
-
-
 def confine_in_validation(info: ValidationInfo, path: str, what: str) -> None:
     """With allowed roots in the validation context, a path outside them is refused before
     anything looks at it: no existence oracle, no import of a file outside the roots."""
@@ -110,8 +108,6 @@ def confine_local_in_validation(
     """A name that may be a hub repo id or a local folder: anything that is not a plain
     `org/name` id (e.g. `a/../../etc`) is a path and is confined before it is looked at; a
     plain id that exists here is a local folder (perhaps a link) and is confined too."""
-    from posttrain.spec import HF_REPO_ID
-
     hub_like = bool(HF_REPO_ID.match(name)) and ".." not in name.split("/")
     if looks_like_path or not hub_like or Path(name).exists():
         confine_in_validation(info, name, what)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,6 +32,8 @@ from posttrain import spec_bounds
 from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
 from posttrain.errors import ConfigError
 from posttrain.paths import (
+    HF_REPO_ID,
+    RUN_ID,
     confine_in_validation,
     confine_local_in_validation,
     exists,
@@ -40,10 +41,10 @@ from posttrain.paths import (
 )
 from posttrain.spec_bounds import check_template_kwargs, template_columns
 from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
+from posttrain.standin_shape import stand_in_for
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
-HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
 MAX_SEED = spec_bounds.MAX_SEED
 MAX_NAME = 200  # characters of a spec's name
 DEFAULT_REWARD = "rhyme_relevance"  # GRPO's reward when the spec names none (plan says so)
@@ -110,8 +111,6 @@ class ModelSpec(Strict):
                 "real shape, for benchmarks) exclude each other; set one"
             )
         if self.stand_in:
-            from posttrain.gpu.standin import stand_in_for
-
             stand_in_for(self.name)  # a clear error for a model of another family
         return self
 
@@ -241,11 +240,9 @@ class RewardSpec(Strict):
 
     @model_validator(mode="after")
     def _buildable(self, info: ValidationInfo) -> RewardSpec:
-        from posttrain.rewards.registry import get_reward
+        from posttrain.rewards.registry import confine_reward, get_reward
 
         if (info.context or {}).get("roots") is not None:
-            from posttrain.paths import confine_reward
-
             confine_reward(self.name, info.context["roots"])  # before the file is imported
         get_reward(self.name, self.params)  # ConfigError names the parameter and the fix
         return self
@@ -369,8 +366,6 @@ class RunSpec(Strict):
     @field_validator("resume_from")
     @classmethod
     def _run_id(cls, run_id: str | None) -> str | None:
-        from posttrain.runs.layout import RUN_ID
-
         if run_id is not None and not RUN_ID.match(run_id):
             raise ValueError(f"resume_from '{run_id}' is not a run id (e.g. run-261130-1200-ab12)")
         return run_id

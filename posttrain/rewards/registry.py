@@ -10,15 +10,17 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from posttrain.errors import ConfigError
+from posttrain.paths import confine
 from posttrain.rewards.base import Reward, build_reward
 from posttrain.rewards.relevance import RelevanceReward
 from posttrain.rewards.rhyme import RhymeReward
 from posttrain.rewards.rhyme_relevance import RhymeRelevanceReward
 from posttrain.rewards.tool_call import ToolCallReward
-from posttrain.rewards.user import UserReward
+from posttrain.rewards.user import UserReward, is_file_ref, split_ref
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,15 @@ def get_reward(ref: str, params: Mapping[str, Any] | None = None) -> Reward:
         f"unknown reward '{ref}'; use one of {sorted(REWARDS)} or your own as "
         f"'path/to/file.py:function' (TRL signature: completions, **columns -> list[float])"
     )
+
+
+def confine_reward(ref: str, roots: list[Path] | None = None) -> None:
+    """A reward given as path/to/file.py:function must name a file inside the roots."""
+    if ref in REWARDS or ":" not in ref:
+        return
+    target, _ = split_ref(ref)
+    if is_file_ref(target):
+        confine(target, "reward file", roots)
 
 
 def _value_range(value: Any) -> tuple[float, float]:

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import IO
 
+from posttrain.paths import home
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
     RUN_META,
     EventWriter,
     has_result,
-    home,
     process_alive,
     read_json,
 )

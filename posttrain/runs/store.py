@@ -20,12 +20,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from posttrain.paths import home
 from posttrain.runs.layout import (
     EVENTS,
     FINAL_STATUSES,
     RUN_META,
     SPEC,
-    home,
     read_events,
     read_json,
     runs_root,

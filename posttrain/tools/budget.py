@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.errors import BudgetError, ConfigError
-from posttrain.runs.layout import home
+from posttrain.paths import home
 
 TOKEN_TTL_S = 15 * 60
 SCHEMA = """

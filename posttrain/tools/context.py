@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import NotFoundError
+from posttrain.paths import home
 from posttrain.runs.backend import Backend
-from posttrain.runs.layout import FINAL_STATUSES, check_run_id, has_result, home, runs_root
+from posttrain.runs.layout import FINAL_STATUSES, check_run_id, has_result, runs_root
 from posttrain.runs.local import LocalBackend
 from posttrain.runs.modal_backend import ModalBackend
 from posttrain.runs.store import Store
