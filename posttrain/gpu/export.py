@@ -21,7 +21,7 @@ def merged_model(run_dir: Path) -> tuple[Any, str, bool]:
     """(model, what it was built from, whether an adapter was merged) for the run's final/."""
     from transformers import AutoModelForCausalLM
 
-    from posttrain.gpu.train import start_model
+    from posttrain.gpu.models import start_model
     from posttrain.runs.layout import SPEC
     from posttrain.spec import load_spec
 
@@ -37,8 +37,8 @@ def merged_model(run_dir: Path) -> tuple[Any, str, bool]:
 
 def export(run_dir: Path, out: Path) -> dict[str, Any]:
     """Write the merged model, tokenizer and chat template into `out`; what was written."""
+    from posttrain.gpu.models import load_tokenizer
     from posttrain.gpu.reporter import quiet_libraries
-    from posttrain.gpu.train import load_tokenizer
 
     quiet_libraries()
     model, base, merged = merged_model(run_dir)

@@ -130,7 +130,7 @@ def reference_nll(
 def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
     """The run's base model and tokenizer, and whether its result is a LoRA adapter.
 
-    The base is what training started from (posttrain.gpu.train.start_model: the run's
+    The base is what training started from (posttrain.gpu.models.start_model: the run's
     warm-start, else the base its launch decided, following resume chains). A LoRA run's
     trained arm is the base with final/ attached; a full fine-tune's is the weights in final/.
     """
@@ -138,8 +138,7 @@ def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
 
     from transformers import AutoModelForCausalLM
 
-    from posttrain.gpu.train import load_tokenizer, start_model
-    from posttrain.gpu.trainers import Device
+    from posttrain.gpu.models import Device, load_tokenizer, start_model
     from posttrain.runs.layout import SPEC
     from posttrain.spec import load_spec
 
@@ -207,7 +206,7 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     else:
         from transformers import AutoModelForCausalLM
 
-        from posttrain.gpu.trainers import Device
+        from posttrain.gpu.models import Device
 
         trained_model = AutoModelForCausalLM.from_pretrained(
             str(run_dir / "final"), **Device.detect().model_kwargs()

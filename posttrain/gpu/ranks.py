@@ -1,6 +1,7 @@
 """Data-parallel training (torchrun, accelerate): every rank runs the same trainer, and rank 0
 alone writes the run directory. The other ranks report nothing, and all ranks agree on when
-to stop, or the others would wait forever at the next all-reduce."""
+to stop (posttrain.gpu.reporter.agreed), or the others would wait forever at the next
+all-reduce."""
 
 from __future__ import annotations
 
@@ -59,20 +60,6 @@ class _NoEvents:
 def rank() -> int:
     """This process's rank under torchrun/accelerate (0 when training alone)."""
     return int(os.environ.get("RANK", "0") or 0)
-
-
-def agreed(flag: bool) -> bool:
-    """True on every rank when any rank says True (data-parallel ranks must stop together,
-    or the others wait forever at the next all-reduce)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return flag
-    import torch
-
-    value = torch.tensor([1 if flag else 0])
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item())
 
 
 def leave() -> None:

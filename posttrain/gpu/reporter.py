@@ -321,8 +321,6 @@ class ReportingCallback(TrainerCallback):
             self.reporter.stage("training")
         if self.on_step is not None:
             self.on_step(state.global_step)
-        from posttrain.gpu.ranks import agreed
-
         if agreed(self.reporter.should_stop()):
             why = self.reporter.timed_out or "stop requested"
             self.reporter.log(f"{why}: stopping after step {state.global_step}")
@@ -351,6 +349,20 @@ class ReportingCallback(TrainerCallback):
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if path.exists():
             self.reporter.checkpoint(state.global_step, path)
+
+
+def agreed(flag: bool) -> bool:
+    """True on every rank when any rank says True (data-parallel ranks must stop together,
+    or the others wait forever at the next all-reduce)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    import torch
+
+    value = torch.tensor([1 if flag else 0])
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
 
 
 def peak_memory_gb() -> float:

@@ -22,6 +22,7 @@ from typing import Any
 
 from posttrain.dataset import Prepared, prepare
 from posttrain.errors import ConfigError
+from posttrain.gpu.models import Device, base_model
 from posttrain.gpu.ranks import SilentReporter, leave, rank
 from posttrain.gpu.reporter import (
     Cancelled,
@@ -29,8 +30,7 @@ from posttrain.gpu.reporter import (
     quiet_libraries,
     spread,
 )
-from posttrain.gpu.trainers import Device, Job, train_phase, warmstart
-from posttrain.paths import expand
+from posttrain.gpu.trainers import Job, train_phase, warmstart
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.probes import Distribution
@@ -39,35 +39,6 @@ from posttrain.runs.layout import HOLDOUT, RUN_META, SPEC, check_run_id, read_js
 from posttrain.spec import RunSpec, load_spec
 
 PROMPT_OVERFLOW_TOLERANCE = 0.01  # share of prompts over the limit that are dropped, not refused
-
-
-def resolve_model(spec: RunSpec) -> str:
-    """A local folder (or hub id) that from_pretrained can load for the spec's model."""
-    preset = spec.model.preset
-    if preset is not None and preset.name == "tiny-local":
-        from posttrain.gpu.tiny import tiny_model_path
-
-        return str(tiny_model_path())
-    if spec.model.stand_in:
-        from posttrain.gpu.standin import stand_in_path
-
-        return str(stand_in_path(spec.model.name))
-    if preset is not None and spec.model.random_weights:
-        from posttrain.gpu.shapes import random_weight_model_path
-
-        return str(random_weight_model_path(preset))
-    if preset is not None:
-        return preset.hf_repo or preset.name
-    return str(expand(spec.model.name))
-
-
-def load_tokenizer(path: str) -> Any:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
 
 
 def preflight(
@@ -272,22 +243,6 @@ def tokenizer_for(spec: RunSpec) -> Any:
 
 def checkpoint_step(path: str | Path) -> int:
     return int(Path(path).name.rsplit("-", 1)[1])
-
-
-def base_model(run_dir: Path, spec: RunSpec) -> str:
-    """What this run's training starts from, as its launch decided (run.json `base`, which
-    follows resume chains): a folder of an earlier run, or the spec's own model."""
-    base = read_json(run_dir / RUN_META).get("base") or {}
-    if base.get("run_id"):
-        return str(run_dir.parent / check_run_id(base["run_id"]) / (base.get("folder") or "final"))
-    return resolve_model(spec)
-
-
-def start_model(run_dir: Path, spec: RunSpec) -> str:
-    """What the main phase starts from, and so evaluate's base arm: this run's own warm-start
-    when it had one, else its base model."""
-    warm = run_dir / "warmstart"
-    return str(warm) if warm.is_dir() else base_model(run_dir, spec)
 
 
 def resume_point(run_dir: Path, spec: RunSpec) -> str | None:

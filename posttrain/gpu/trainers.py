@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import ConfigError
+from posttrain.gpu.models import Device
 from posttrain.gpu.ranks import rank
 from posttrain.gpu.reporter import (
     ROW,
@@ -30,30 +31,6 @@ from posttrain.toolcalls import as_text
 
 SEQUENCE_OVERFLOW_TOLERANCE = 0.01  # share of SFT rows over max_length dropped, not refused
 TRAINED_TEXT_CHARS = 20_000  # a trace keeps at most this much of a row's training text
-
-
-@dataclass
-class Device:
-    cuda: bool
-    bf16: bool
-    name: str
-
-    @classmethod
-    def detect(cls) -> Device:
-        import torch
-
-        if torch.cuda.is_available():
-            return cls(True, torch.cuda.is_bf16_supported(), torch.cuda.get_device_name(0))
-        return cls(False, False, "cpu")
-
-    def trainer_kwargs(self) -> dict[str, Any]:
-        # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way.
-        return {"use_cpu": not self.cuda, "bf16": self.bf16, "fp16": False}
-
-    def model_kwargs(self) -> dict[str, Any]:
-        import torch
-
-        return {"dtype": torch.bfloat16 if self.bf16 else torch.float32}
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""Which model a run loads, and how: the folder (the tiny model, a stand-in, random weights
+of a real shape, a preset, an earlier run's output), its tokenizer, and the device's
+precision. The bottom of gpu/: generation, training and the dry run build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from posttrain.paths import expand
+from posttrain.runs.layout import RUN_META, check_run_id, read_json
+from posttrain.spec import RunSpec
+
+
+@dataclass
+class Device:
+    cuda: bool
+    bf16: bool
+    name: str
+
+    @classmethod
+    def detect(cls) -> Device:
+        import torch
+
+        if torch.cuda.is_available():
+            return cls(True, torch.cuda.is_bf16_supported(), torch.cuda.get_device_name(0))
+        return cls(False, False, "cpu")
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way.
+        return {"use_cpu": not self.cuda, "bf16": self.bf16, "fp16": False}
+
+    def model_kwargs(self) -> dict[str, Any]:
+        import torch
+
+        return {"dtype": torch.bfloat16 if self.bf16 else torch.float32}
+
+
+def resolve_model(spec: RunSpec) -> str:
+    """A local folder (or hub id) that from_pretrained can load for the spec's model."""
+    preset = spec.model.preset
+    if preset is not None and preset.name == "tiny-local":
+        from posttrain.gpu.tiny import tiny_model_path
+
+        return str(tiny_model_path())
+    if spec.model.stand_in:
+        from posttrain.gpu.standin import stand_in_path
+
+        return str(stand_in_path(spec.model.name))
+    if preset is not None and spec.model.random_weights:
+        from posttrain.gpu.shapes import random_weight_model_path
+
+        return str(random_weight_model_path(preset))
+    if preset is not None:
+        return preset.hf_repo or preset.name
+    return str(expand(spec.model.name))
+
+
+def load_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def base_model(run_dir: Path, spec: RunSpec) -> str:
+    """What this run's training starts from, as its launch decided (run.json `base`, which
+    follows resume chains): a folder of an earlier run, or the spec's own model."""
+    base = read_json(run_dir / RUN_META).get("base") or {}
+    if base.get("run_id"):
+        return str(run_dir.parent / check_run_id(base["run_id"]) / (base.get("folder") or "final"))
+    return resolve_model(spec)
+
+
+def start_model(run_dir: Path, spec: RunSpec) -> str:
+    """What the main phase starts from, and so evaluate's base arm: this run's own warm-start
+    when it had one, else its base model."""
+    warm = run_dir / "warmstart"
+    return str(warm) if warm.is_dir() else base_model(run_dir, spec)
