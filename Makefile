@@ -30,9 +30,11 @@ browser:
 test: setup browser
 	$(PY) -m pytest -q
 
+# lint-imports holds the layers written in pyproject.toml ([tool.importlinter]).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: setup
 	$(VENV)/bin/ruff check --fix .
