@@ -1,4 +1,5 @@
-"""`posttrain plan | data check | smoke | launch | skills install`: the lifecycle verbs."""
+"""`posttrain plan | data check | smoke | launch | eval | job | mcp-config | skills install`:
+the lifecycle verbs."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from rich.table import Table
 
 from posttrain.cli_common import (
     EXIT_NEEDS_APPROVAL,
+    EXIT_USAGE,
     JsonFlag,
     ask_human,
     console,
     emit,
+    fail,
     guarded,
 )
 from posttrain.cli_runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
@@ -35,6 +38,10 @@ def register(app: typer.Typer) -> None:
         help="Modal: deploy the GPU functions runs are launched on.", no_args_is_help=True
     )
     app.add_typer(modal_app, name="modal")
+    job_app = typer.Typer(
+        help="Jobs: evaluations and exports running detached.", no_args_is_help=True
+    )
+    app.add_typer(job_app, name="job")
 
     @modal_app.command("deploy")
     def modal_deploy() -> None:
@@ -79,7 +86,8 @@ def register(app: typer.Typer) -> None:
                 filled = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["defaults"].items())
                 console.print(f"defaults filled in: {filled}", highlight=False, markup=False)
             for w in r["warnings"]:
-                if w not in c["summary"]:  # the timeout's stop, or a refusal, is said above
+                said = w in c["summary"] or (c["timeout_note"] and c["timeout_note"] in w)
+                if not said:  # the timeout's stop or risk, or a refusal, is said above
                     console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
 
         emit(result.model_dump(mode="json"), as_json, render)
@@ -156,20 +164,92 @@ def register(app: typer.Typer) -> None:
         ] = None,
         seed: int = 0,
         confirm: ConfirmFlag = None,
+        detach: Annotated[
+            bool,
+            typer.Option(
+                "--detach", help="Return the job id at once; `posttrain job get ID` follows it."
+            ),
+        ] = False,
         as_json: JsonFlag = False,
     ) -> None:
-        """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict."""
+        """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict.
 
-        from posttrain.tools.evaluate import eval_question, evaluate
+        It runs as a detached job (it survives this command: ^C stops only the waiting);
+        this command waits for it with a progress bar unless --detach."""
+
+        from posttrain.tools.evaluate import eval_question, outcome_of, start_evaluate
 
         def body() -> Any:
             human = ask_human(eval_question(run_id, confirm), as_json)
-            return evaluate(run_id, k, base_passes, max_tasks, threshold, seed, human, confirm)
+            return start_evaluate(
+                run_id, k, base_passes, max_tasks, threshold, seed, human, confirm
+            )
 
         outcome = guarded(body)
+        if outcome.status == "started" and not detach:
+            outcome = guarded(lambda: outcome_of(follow_job(outcome.job_id, as_json)))
         emit(outcome.model_dump(mode="json"), as_json, _render_eval)
-        if outcome.status != "done":
+        if outcome.status not in ("done", "started"):
             raise typer.Exit(EXIT_NEEDS_APPROVAL)
+
+    @app.command("mcp-config")
+    def mcp_config(
+        client: Annotated[str, typer.Argument(help="claude-code or claude-desktop.")],
+        write: Annotated[
+            bool,
+            typer.Option(
+                "--write", help="Add posttrain to the client's config file (other servers kept)."
+            ),
+        ] = False,
+        uvx: Annotated[
+            str | None,
+            typer.Option(help="Run with `uvx --from SOURCE` (a path, a git URL, or posttrain)."),
+        ] = None,
+        project: Annotated[
+            Path, typer.Option(help="The folder the server may use (POSTTRAIN_ROOTS).")
+        ] = Path("."),
+    ) -> None:
+        """The MCP config that starts this posttrain for Claude Code or Claude Desktop."""
+        entry = _server_entry(uvx, project.resolve())
+        if client not in CONFIG_FILES:
+            fail(
+                f"client '{client}': use claude-code or claude-desktop",
+                "e.g. posttrain mcp-config claude-code --write",
+                EXIT_USAGE,
+            )
+        path = CONFIG_FILES[client]()
+        if client == "claude-code":
+            entry = {"type": "stdio", **entry}
+        if not write:
+            print(json.dumps({"mcpServers": {"posttrain": entry}}, indent=2))
+            return
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        config.setdefault("mcpServers", {})["posttrain"] = entry
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote posttrain into {path}; restart {client} to load it")
+
+    @job_app.command("get")
+    def job_get(
+        job_id: str,
+        follow: Annotated[
+            bool, typer.Option("--follow", "-f", help="Wait for it to end, with progress.")
+        ] = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """A job's stage, progress and, once it ended, its result (evaluate, export)."""
+        from posttrain.tools.jobs import get_job
+
+        view = guarded(lambda: follow_job(job_id, as_json) if follow else get_job(job_id))
+        emit(view.model_dump(mode="json"), as_json, _render_job)
+
+    @job_app.command("cancel")
+    def job_cancel(job_id: str, as_json: JsonFlag = False) -> None:
+        """Stop a running job."""
+        from posttrain.tools.jobs import cancel_job
+
+        view = guarded(lambda: cancel_job(job_id))
+        emit(view.model_dump(mode="json"), as_json, _render_job)
 
     @skills_app.command("install")
     def skills_install(
@@ -187,7 +267,87 @@ def register(app: typer.Typer) -> None:
         )
 
 
+def _claude_desktop_config() -> Path:
+    import os
+    import sys
+
+    if sys.platform == "darwin":
+        return Path.home() / "Library/Application Support/Claude/claude_desktop_config.json"
+    if sys.platform == "win32":
+        return Path(os.environ.get("APPDATA", Path.home())) / "Claude/claude_desktop_config.json"
+    return Path.home() / ".config/Claude/claude_desktop_config.json"
+
+
+CONFIG_FILES = {
+    "claude-code": lambda: Path(".mcp.json"),  # the project's, shared with its team
+    "claude-desktop": _claude_desktop_config,
+}
+
+
+def _server_entry(uvx: str | None, project: Path) -> dict[str, Any]:
+    """How a client starts this server: uvx from a source, else this installation's own
+    `posttrain` (or this interpreter's -m posttrain.cli)."""
+    import sys
+
+    env = {"POSTTRAIN_ROOTS": str(project)}
+    if uvx:
+        return {"command": "uvx", "args": ["--from", uvx, "posttrain", "serve"], "env": env}
+    script = Path(sys.executable).parent / "posttrain"
+    if script.is_file():
+        return {"command": str(script), "args": ["serve"], "env": env}
+    return {"command": sys.executable, "args": ["-m", "posttrain.cli", "serve"], "env": env}
+
+
+def follow_job(job_id: str | None, as_json: bool, every_s: float = 1.0) -> Any:
+    """Wait for a job to end, drawing its progress on a terminal (stderr, so --json output
+    stays one document). ^C stops the waiting, never the job."""
+    import time
+
+    from rich.progress import Progress
+
+    from posttrain.tools.jobs import get_job
+
+    assert job_id is not None
+    view = get_job(job_id)
+    quiet = as_json or not console.is_terminal
+    try:
+        with Progress(console=console, transient=True, disable=quiet) as bar:
+            task = bar.add_task(view.message, total=None)
+            while view.status == "running":
+                bar.update(
+                    task, description=view.message, completed=view.done or 0, total=view.total
+                )
+                time.sleep(every_s)
+                view = get_job(job_id)
+    except KeyboardInterrupt:
+        console.print(
+            f"stopped waiting; job {job_id} goes on: `posttrain job get {job_id} --follow` "
+            f"waits again, `posttrain job cancel {job_id}` stops it"
+        )
+        raise typer.Exit(130) from None
+    return view
+
+
+def _render_job(view: dict[str, Any]) -> None:
+    where = f", {view['done']}/{view['total']}" if view.get("total") else ""
+    console.print(
+        f"[bold]{view['job_id']}[/bold] {view['kind']} of {view['run_id']}: {view['status']}"
+        f"{where} ({view['stage'] or 'starting'})",
+        highlight=False,
+    )
+    if view["error"]:
+        console.print(f"[bold red]error:[/bold red] {view['error']}", markup=False)
+    if view["status"] == "succeeded" and view["kind"] == "evaluate":
+        _render_eval(view["result"])
+    elif view["result"]:
+        console.print_json(json.dumps(view["result"]))
+
+
 def _render_eval(outcome: dict[str, Any]) -> None:
+    if outcome["status"] == "started":
+        console.print(outcome["message"])
+        console.print(f"then: posttrain job get {outcome['job_id']} --follow")
+        return
     if outcome["status"] != "done":
         console.print(outcome["message"])
         if outcome["confirmation_token"]:
@@ -204,8 +364,9 @@ def _render_eval(outcome: dict[str, Any]) -> None:
         f"samples each, {r['base_passes']} base passes"
     )
     table = Table("metric", "base", "trained", "delta", "95% CI", "p", "floor", "verdict")
-    for m in r["metrics"]:
+    for m in r["metrics"] + r["unoptimised"]:
         name = m["name"] + (" *" if m["is_training_reward"] else "")
+        name += "" if m["optimised"] else " †"
         outcome_word = m["verdict"].removeprefix("unproven: ").split(" (")[0]
         table.add_row(
             name,
@@ -219,6 +380,8 @@ def _render_eval(outcome: dict[str, Any]) -> None:
         )
     console.print(table)
     console.print("* the training reward: its gain proves only that the reward was learned")
+    if r["unoptimised"]:
+        console.print("† not trained for: a regression here qualifies the verdict")
     p = r["pass_rates"]
     if p:  # None when the spec names no reward
         console.print(

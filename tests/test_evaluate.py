@@ -67,47 +67,36 @@ def test_a_degenerate_metric_is_reported_loudly_not_as_a_tight_interval(finished
     assert result.metrics[0].degenerate == "every score is 0"
 
 
-def test_evaluate_tells_a_real_mcp_client_how_far_it_is(finished_run, monkeypatch):
+def test_evaluate_tells_a_real_mcp_client_how_far_it_is_through_its_job(finished_run, monkeypatch):
     import asyncio
 
-    import anyio
     from mcp import Client
 
     from posttrain.server.app import build_server
+    from tests.conftest import wait_for
 
     home, run_id = finished_run
     monkeypatch.setenv("POSTTRAIN_HOME", str(home))
-    progress, logs = [], []
-    both_heard = anyio.Event()  # two progress notifications and two log messages
+    seen: list[dict] = []
 
-    async def on_progress(done, total, message):
-        progress.append((done, total, message))
-        if len(progress) >= 2 and len(logs) >= 2:
-            both_heard.set()
+    async def call(tool: str, args: dict) -> dict:
+        async with Client(build_server(), mode="legacy") as client:
+            return (await client.call_tool(tool, args)).structured_content
 
-    async def on_log(params):
-        logs.append(params.data)
-        if len(progress) >= 2 and len(logs) >= 2:
-            both_heard.set()
+    started = asyncio.run(
+        call("evaluate", {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20})
+    )
+    assert started["status"] == "started", started
 
-    async def go():
-        async with Client(build_server(), mode="legacy", logging_callback=on_log) as client:
-            await client.set_logging_level("info")  # logging/setLevel: answered, not "not found"
-            result = await client.call_tool(
-                "evaluate",
-                {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20},
-                progress_callback=on_progress,
-            )
-            with anyio.move_on_after(10):  # callbacks run in tasks of their own, maybe after
-                await both_heard.wait()  # the result: wait for them, with a bound
-            return result
+    def ended() -> dict | None:
+        seen.append(asyncio.run(call("get_job", {"job_id": started["job_id"]})))
+        return seen[-1] if seen[-1]["status"] != "running" else None
 
-    result = asyncio.run(go())
-    assert not result.is_error, result.content
-    assert [(d, t) for d, t, _ in progress] == [(0, 2), (1, 2)]
-    assert progress[0][2].startswith(f"generating for {run_id}: 2 base pass(es)")
-    assert progress[1][2] == "scoring 1 run(s) with rhyme_relevance"
-    assert logs == [m for _, _, m in progress]  # the same news as log messages, at info
+    done = wait_for(ended, timeout_s=300, every_s=1.0)
+    assert done["status"] == "succeeded", done["error"]
+    assert (done["done"], done["total"], done["stage"]) == (2, 2, "done")
+    stages = {v["stage"] for v in seen if v["status"] == "running"} - {None}
+    assert stages <= {f"generating for {run_id}", "scoring 1 run(s) with rhyme_relevance"}
 
 
 def test_a_user_reward_scores_the_evaluation_in_a_child_never_in_the_caller(tmp_path, monkeypatch):

@@ -15,8 +15,9 @@ from posttrain.cli import app
 from posttrain.errors import ConfigError
 from posttrain.server.app import build_server
 from posttrain.tools.export import export_run
+from posttrain.tools.jobs import get_job
 from posttrain.tools.launch import launch
-from tests.conftest import kill_leftover_runs, wait_finished
+from tests.conftest import kill_leftover_runs, wait_finished, wait_for
 from tests.specs import tiny
 
 pytestmark = pytest.mark.slow
@@ -142,15 +143,21 @@ def test_export_run_through_a_real_mcp_client(at_home, tmp_path):
 
     async def go():
         async with Client(build_server(roots=[home.parent, tmp_path])) as client:
-            done = await client.call_tool(
+            started = await client.call_tool(
                 "export_run", {"run_id": lora, "out": str(tmp_path / "m")}
             )
             outside = await client.call_tool("export_run", {"run_id": lora, "out": "/etc/m"})
             listed = await client.call_tool("list_runs", {})
-            return done, outside, listed
+            return started, outside, listed
 
-    done, outside, listed = asyncio.run(go())
-    assert not done.is_error and done.structured_content["merged"] is True
-    generates(done.structured_content["out"])
+    started, outside, listed = asyncio.run(go())
+    assert not started.is_error and started.structured_content["status"] == "started"
+    done = wait_for(
+        lambda: (v := get_job(started.structured_content["job_id"])).status != "running" and v,
+        timeout_s=300,
+    )
+    assert done.status == "succeeded", done.error
+    assert done.result["merged"] is True
+    generates(done.result["out"])
     assert outside.is_error and "outside the allowed folders" in outside.content[0].text
     assert not listed.is_error

@@ -23,6 +23,7 @@ VERBS = {
     "plan",
     "check_dataset",
     "check_reward",
+    "check_environment",
     "smoke_run",
     "launch",
     "list_runs",
@@ -32,6 +33,8 @@ VERBS = {
     "evaluate",
     "cancel_run",
     "export_run",
+    "get_job",
+    "cancel_job",
 }
 SMOKE_SPEC = {
     "model": "tiny-local",

@@ -29,16 +29,17 @@ from posttrain.paths import confine_spec_source
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.secrets import mask_log_records
 from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask, decision_of
-from posttrain.server.calls import LONG_CALL_DEADLINE_S, RedactResults, call
-from posttrain.server.progress import LogLevels, Progress
+from posttrain.server.calls import RedactResults, call
+from posttrain.server.job_views import register_job_views
+from posttrain.server.progress import LogLevels
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
+from posttrain.server.summaries import SummariseText
 from posttrain.spec import load_spec
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
-from posttrain.tools.evaluate import EvaluateOutcome, eval_question
-from posttrain.tools.evaluate import evaluate as evaluate_run_tool
-from posttrain.tools.export import ExportResult, export_run
+from posttrain.tools.evaluate import EvaluateOutcome, eval_question, start_evaluate
+from posttrain.tools.export import ExportOutcome, start_export
 from posttrain.tools.groups import resolve_group
 from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_resolve, with_dry_run
 from posttrain.tools.plan import PlanResult, plan
@@ -75,6 +76,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     roots = roots if roots is not None else allowed_roots()
     server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
     server._lowlevel_server.middleware.append(RedactResults())
+    server._lowlevel_server.middleware.append(SummariseText())  # inside: masked after
     mask_log_records()
     levels = LogLevels()
     levels.install(server)
@@ -220,9 +222,12 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     ) -> LaunchResult:
         """Prove the pipeline works: a proof step, then a few steps, of the same spec.
 
-        Local and free by default (the tiny model trains on the CPU; a real model needs
-        backend modal, which costs money and asks your human first). Returns a run id within
-        seconds; then poll get_run until it ends and read sample_traces before any launch.
+        Local and free by default: it dry-runs your spec (data, template, reward, algorithm)
+        on a stand-in of the model you named (its family, real tokenizer and chat template,
+        random weights: it proves the plumbing, never quality); tiny-local trains for real.
+        backend modal runs the real model for a few steps, which costs money and asks your
+        human first. Returns a run id within seconds; then poll get_run until it ends (it
+        says what the dry run proved and could not) and read sample_traces before a launch.
         """
 
         def body() -> LaunchResult:
@@ -362,10 +367,12 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         references' likelihood, which training did not optimise) is reported apart, and a
         gain with it worse reads improved_with_regression. Local runs evaluate here for free
         (seconds on the tiny model); a Modal run's evaluation costs money and asks your
-        human first. Sends progress notifications while it works.
+        human first. It runs as a job and answers at once with `job_id` (status started):
+        poll get_job for its stage, progress and, once done, this same outcome with the
+        result. The same request again is the same job.
         """
         return await call(
-            lambda: evaluate_run_tool(
+            lambda: start_evaluate(
                 run_id,
                 k,
                 base_passes,
@@ -375,9 +382,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 decision_of(approval),
                 confirmation_token,
                 rc,
-                progress=Progress(ctx, levels),
-            ),
-            LONG_CALL_DEADLINE_S,
+            )
         )
 
     @server.tool(
@@ -408,17 +413,19 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 "HF_TOKEN where the server runs, and the hub reachable).",
             ),
         ] = None,
-    ) -> ExportResult:
+    ) -> ExportOutcome:
         """The trained model in hand: safetensors, tokenizer and chat template in one folder.
 
         A LoRA run's adapter is merged into the model it trained on (its warm-start, else its
         base); a full fine-tune's weights are copied. A Modal run's files are read from the
         Volume and merged on this machine (a hub base model must be cached or reachable).
-        Free. Export a run after evaluate has proven it.
+        Free. Export a run after evaluate has proven it. It runs as a job and answers at once
+        with `job_id`: poll get_job for the export's result.
         """
         return await call(
-            lambda: export_run(run_id, out, merged, push_to_hub, ctx=rc, roots=roots),
-            LONG_CALL_DEADLINE_S,
+            lambda: start_export(run_id, out, merged, push_to_hub, ctx=rc, roots=roots)
         )
+
+    register_job_views(server, call)
 
     return server

@@ -1,6 +1,10 @@
-"""evaluate as a verb: local generation in this process; Modal generation costs money, so it
+"""evaluate as a verb: local generation on this machine; Modal generation costs money, so it
 is approved like a launch (policy, token or human) and its worst case counts against the
-caps. The result is stored with the run and shown by get_run."""
+caps. The result is stored with the run and shown by get_run.
+
+An evaluation takes minutes, longer than a client waits on one tool call: `start_evaluate`
+approves it and runs it as a detached job (posttrain.tools.jobs), returning its id at once;
+`evaluate` runs the same work in this process."""
 
 from __future__ import annotations
 
@@ -17,13 +21,17 @@ from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
+from posttrain.tools.jobs import JobView, find_job, start_job
 
 EVAL_TIMEOUT_S = 3600  # the worst case an evaluation on Modal is approved for
 
 
 class EvaluateOutcome(BaseModel):
-    status: Literal["done", "needs_confirmation", "declined"]
+    status: Literal["started", "done", "needs_confirmation", "declined"] = Field(
+        description="started: running as a job (poll get_job with job_id); done: result set."
+    )
     run_id: str
+    job_id: str | None = Field(None, description="The detached job doing (or that did) it.")
     result: EvalResult | None = None
     worst_case_usd: float = 0.0
     approved_by: str | None = None
@@ -77,6 +85,62 @@ def eval_question(
     )
 
 
+def _args(
+    run_id: str, k: int, base_passes: int, max_tasks: int, threshold: float | None, seed: int
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "k": k,
+        "base_passes": base_passes,
+        "max_tasks": max_tasks,
+        "threshold": threshold,
+        "seed": seed,
+    }
+
+
+def _authorize(
+    run_id: str,
+    k: int,
+    base_passes: int,
+    max_tasks: int,
+    seed: int,
+    human: Decision,
+    confirmation_token: str | None,
+    ctx: Context,
+) -> tuple[str, float] | EvaluateOutcome:
+    """Check the runs can be evaluated and approve the spend: (who approved, worst case),
+    or the outcome that stops here (declined, or a token for the human)."""
+    rows = _runs(ctx, run_id)
+    for row in rows:
+        if row["status"] != "succeeded":
+            raise ConfigError(
+                f"run {row['run_id']} is {row['status']}; evaluate runs that succeeded"
+            )
+    _check(k, base_passes, max_tasks)
+    run_dirs = [Path(r["run_dir"]) for r in rows]
+    gpu, worst = _cost(run_dirs)
+    if gpu is None:
+        for d in run_dirs:
+            if not (d / "final").is_dir():
+                raise ConfigError(f"run {d.name} has no final model; evaluate a finished run")
+        return "free", worst
+    ledger, policy = Ledger(), BudgetPolicy.load()
+    spend_id = f"eval:{run_id}:{k}:{base_passes}:{max_tasks}:{seed}"
+    outcome, approved_by, token = decide(spend_id, worst, confirmation_token, human, policy, ledger)
+    asked = eval_question(run_id, None, ctx) if token else ""
+    again = "evaluate again with this confirmation_token"
+    if stop := unapproved(outcome, token, asked, again, "was evaluated"):
+        return EvaluateOutcome(run_id=run_id, worst_case_usd=worst, **stop)
+    ledger.reserve_spend(
+        policy=policy,
+        spend_id=spend_id,
+        worst_case_usd=worst,
+        approved_by=approved_by or "human",
+        token=confirmation_token if approved_by == "token" else None,
+    )
+    return approved_by or "human", worst
+
+
 def evaluate(
     run_id: str,
     k: int = 4,
@@ -89,44 +153,86 @@ def evaluate(
     ctx: Context | None = None,
     progress: Any = None,
 ) -> EvaluateOutcome:
-    """Base vs trained on the held-out tasks of a run, or of every seed of a group; the
-    verdict is stored with each run."""
+    """Base vs trained on the held-out tasks of a run, or of every seed of a group, in this
+    process; the verdict is stored with each run. `start_evaluate` runs the same detached."""
     ctx = ctx or Context()
+    approved = _authorize(run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx)
+    if isinstance(approved, EvaluateOutcome):
+        return approved
+    return run_evaluation(
+        run_id, k, base_passes, max_tasks, threshold, seed, *approved, ctx=ctx, progress=progress
+    )
+
+
+def start_evaluate(
+    run_id: str,
+    k: int = 4,
+    base_passes: int = 3,
+    max_tasks: int = 200,
+    threshold: float | None = None,
+    seed: int = 0,
+    human: Decision = None,
+    confirmation_token: str | None = None,
+    ctx: Context | None = None,
+) -> EvaluateOutcome:
+    """Approve and start the evaluation as a detached job; returns at once with its id
+    (`status: started`). The same request again is the same job: while it runs, `started`
+    with its id; once it succeeded, `done` with its result."""
+    ctx = ctx or Context()
+    args = _args(run_id, k, base_passes, max_tasks, threshold, seed)
+    job = find_job("evaluate", args)
+    if job is None:
+        approved = _authorize(
+            run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx
+        )
+        if isinstance(approved, EvaluateOutcome):
+            return approved
+        extra = {"approved_by": approved[0], "worst_case_usd": approved[1]}
+        job = start_job("evaluate", args, ctx.root, extra)
+    return outcome_of(job)
+
+
+def outcome_of(job: JobView) -> EvaluateOutcome:
+    """What an evaluation job has to say: its result once done, else where it is."""
+    if job.status == "succeeded" and job.result:
+        return EvaluateOutcome(**{**job.result, "job_id": job.job_id})
+    if job.status == "running":
+        where = f" ({job.stage}, {job.done}/{job.total})" if job.total else ""
+        return EvaluateOutcome(
+            status="started",
+            run_id=job.run_id or "",
+            job_id=job.job_id,
+            message=f"evaluating {job.run_id} in job {job.job_id}{where}; poll get_job "
+            f"with this job_id for its progress and result",
+        )
+    raise ConfigError(
+        f"evaluation job {job.job_id} {job.status}: {job.error or 'no result'}; evaluate again "
+        f"to start a new one"
+    )
+
+
+def run_evaluation(
+    run_id: str,
+    k: int,
+    base_passes: int,
+    max_tasks: int,
+    threshold: float | None,
+    seed: int,
+    approved_by: str,
+    worst_case_usd: float,
+    ctx: Context,
+    progress: Any = None,
+) -> EvaluateOutcome:
+    """The evaluation itself, its spend already approved."""
     rows = _runs(ctx, run_id)
-    for row in rows:
-        if row["status"] != "succeeded":
-            raise ConfigError(
-                f"run {row['run_id']} is {row['status']}; evaluate runs that succeeded"
-            )
-    _check(k, base_passes, max_tasks)
     run_dirs = [Path(r["run_dir"]) for r in rows]
-    gpu, worst = _cost(run_dirs)
-    approved_by = "free"
+    gpu, _ = _cost(run_dirs)
     if gpu is not None:
-        ledger, policy = Ledger(), BudgetPolicy.load()
-        spend_id = f"eval:{run_id}:{k}:{base_passes}:{max_tasks}:{seed}"
-        outcome, approved_by, token = decide(
-            spend_id, worst, confirmation_token, human, policy, ledger
-        )
-        asked = eval_question(run_id, None, ctx) if token else ""
-        again = "evaluate again with this confirmation_token"
-        if stop := unapproved(outcome, token, asked, again, "was evaluated"):
-            return EvaluateOutcome(run_id=run_id, worst_case_usd=worst, **stop)
-        ledger.reserve_spend(
-            policy=policy,
-            spend_id=spend_id,
-            worst_case_usd=worst,
-            approved_by=approved_by or "human",
-            token=confirmation_token if approved_by == "token" else None,
-        )
         generators = [
             ctx.backend(r["backend"]).generator(d, gpu, EVAL_TIMEOUT_S)  # type: ignore[attr-defined]
             for r, d in zip(rows, run_dirs, strict=True)
         ]
     else:
-        for d in run_dirs:
-            if not (d / "final").is_dir():
-                raise ConfigError(f"run {d.name} has no final model; evaluate a finished run")
         generators = [_local_generate(d) for d in run_dirs]
     result = evaluate_runs(
         run_dirs,
@@ -145,7 +251,7 @@ def evaluate(
         status="done",
         run_id=run_id,
         result=result,
-        worst_case_usd=worst,
+        worst_case_usd=worst_case_usd,
         approved_by=approved_by,
         message=f"{run_id}: {result.verdict}",
     )

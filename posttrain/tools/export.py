@@ -21,9 +21,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from posttrain.errors import BackendError, ConfigError
 from posttrain.gpu.export import EXPORT_INFO
@@ -32,6 +32,7 @@ from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.secrets import redact
 from posttrain.spec import load_spec
 from posttrain.tools.context import Context
+from posttrain.tools.jobs import find_job, start_job
 
 EXPORT_TIMEOUT_S = 3600  # a 4B model merges in minutes on a CPU; past an hour something hangs
 HUB_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}\Z")
@@ -58,22 +59,8 @@ def export_run(
 ) -> ExportResult:
     """Write run_id's trained model into the new folder `out` (confined to `roots`)."""
     ctx = ctx or Context()
-    row = ctx.run(run_id)
+    row, spec, target = _checked(run_id, out, push_to_hub, ctx, roots)
     run_dir = Path(row["run_dir"])
-    spec = load_spec(run_dir / SPEC)
-    if spec.model.stand_in:
-        raise ConfigError(
-            f"run {run_id} is a dry run: its model is a random-weight stand-in, nothing worth "
-            f"exporting; export a run launched on the real model"
-        )
-    if push_to_hub is not None and not HUB_REPO.match(push_to_hub):
-        raise ConfigError(
-            f"push_to_hub '{push_to_hub}': give a hub repository as owner/name, e.g. "
-            f"my-org/qwen3-rhymes"
-        )
-    target = confine(out, "out", roots)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ConfigError(f"out '{out}' exists and is not empty: name a new folder")
     backend = ctx.backend(row["backend"] or "local")
     _fetch(backend, run_dir, spec)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -101,6 +88,75 @@ def export_run(
     if push_to_hub:
         result.pushed_to = push(target, push_to_hub)
     return result
+
+
+def _checked(
+    run_id: str, out: str | Path, push_to_hub: str | None, ctx: Context, roots: list[Path] | None
+) -> tuple[dict[str, Any], Any, Path]:
+    """What an export can be refused for, checked in a moment: the run, the hub name and the
+    folder (confined to `roots`, new or empty)."""
+    row = ctx.run(run_id)
+    spec = load_spec(Path(row["run_dir"]) / SPEC)
+    if spec.model.stand_in:
+        raise ConfigError(
+            f"run {run_id} is a dry run: its model is a random-weight stand-in, nothing worth "
+            f"exporting; export a run launched on the real model"
+        )
+    if push_to_hub is not None and not HUB_REPO.match(push_to_hub):
+        raise ConfigError(
+            f"push_to_hub '{push_to_hub}': give a hub repository as owner/name, e.g. "
+            f"my-org/qwen3-rhymes"
+        )
+    target = confine(out, "out", roots)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ConfigError(f"out '{out}' exists and is not empty: name a new folder")
+    return row, spec, target
+
+
+class ExportOutcome(BaseModel):
+    status: Literal["started", "done"] = Field(
+        description="started: running as a job (poll get_job with job_id); done: result set."
+    )
+    run_id: str
+    job_id: str
+    result: ExportResult | None = None
+    message: str
+
+
+def start_export(
+    run_id: str,
+    out: str | Path,
+    merged: bool = True,
+    push_to_hub: str | None = None,
+    ctx: Context | None = None,
+    roots: list[Path] | None = None,
+) -> ExportOutcome:
+    """Check the export and start it as a detached job; returns at once with its id. The
+    same request again is the same job (running, or done with its result)."""
+    ctx = ctx or Context()
+    args = {"run_id": run_id, "out": str(out), "merged": merged, "push_to_hub": push_to_hub}
+    job = find_job("export", args)
+    if job is None:
+        _, _, target = _checked(run_id, out, push_to_hub, ctx, roots)
+        extra = {"roots": [str(r) for r in roots] if roots is not None else None}
+        job = start_job("export", {**args, "out": str(target)}, ctx.root, extra)
+    if job.status == "succeeded" and job.result:
+        result = ExportResult(**job.result)
+        return ExportOutcome(
+            status="done",
+            run_id=run_id,
+            job_id=job.job_id,
+            result=result,
+            message=f"exported {run_id} to {result.out}",
+        )
+    if job.status != "running":
+        raise BackendError(f"export job {job.job_id} {job.status}: {job.error or 'no result'}")
+    return ExportOutcome(
+        status="started",
+        run_id=run_id,
+        job_id=job.job_id,
+        message=f"exporting {run_id} in job {job.job_id}; poll get_job with this job_id",
+    )
 
 
 def _is_adapter(folder: Path) -> bool:

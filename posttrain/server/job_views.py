@@ -1,0 +1,41 @@
+"""The MCP tools over jobs (posttrain.tools.jobs): get_job and cancel_job. An evaluation, an
+export and other work longer than a client waits on one call return a job id at once; these
+tools follow it."""
+
+# No "from __future__ import annotations": MCP reads the tool signatures at runtime.
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from posttrain.server.run_views import READ_ONLY
+from posttrain.tools.jobs import JobView, cancel_job, get_job
+
+JobId = Annotated[
+    str, Field(description="A job id (job-...) from evaluate or export_run.", max_length=64)
+]
+
+
+def register_job_views(
+    server: MCPServer, call: Callable[[Callable[[], Any]], Awaitable[Any]]
+) -> None:
+    """Add get_job and cancel_job to `server`."""
+
+    @server.tool(name="get_job", annotations=READ_ONLY)
+    async def get_job_(job_id: JobId) -> JobView:
+        """Where a job is: running (its stage and done of total), or ended: succeeded with
+        `result` (what the tool that started it returns once done, e.g. evaluate's verdict),
+        failed with `error`, or cancelled. Poll it every few seconds while it runs."""
+        return await call(lambda: get_job(job_id))
+
+    @server.tool(
+        name="cancel_job",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False),
+    )
+    async def cancel_job_(job_id: JobId) -> JobView:
+        """Stop a running job (nothing it would have stored is stored); an ended job is
+        returned as it is."""
+        return await call(lambda: cancel_job(job_id))
