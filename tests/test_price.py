@@ -133,3 +133,18 @@ def test_the_cli_plan_leads_with_the_timeout_stop_and_its_json_has_the_whole_run
     assert not any(line.startswith("warning: Its timeout") for line in text)  # said once
     cost = json.loads(cli("--json"))["cost"]
     assert (cost["stop_step"], cost["run_usd"], cost["worst_case_usd"]) == (98, 11.63, 3.95)
+
+
+def test_the_readmes_example_spec_launches_as_written(home, modal_ctx, monkeypatch):
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("A spec (YAML or JSON) looks like this", 1)[1]
+    spec = yaml.safe_load(block.split("```yaml\n", 1)[1].split("```", 1)[0])
+    monkeypatch.chdir(ROOT)  # its data path is the repository's example file
+    result = plan(spec)
+    assert result.cost.refused is None and result.cost.stop_step is None
+    assert not any("launch would answer" in w for w in result.warnings), result.warnings
+    assert result.spec["model"]["chat_template_kwargs"] == {"enable_thinking": False}
+    asked = human_question(spec, ctx=modal_ctx)  # resolved: data and reward columns checked
+    assert asked and asked.startswith("Launch Qwen3-4B (grpo, 300 steps) on H100")
