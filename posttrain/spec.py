@@ -30,6 +30,7 @@ from pydantic import (
 
 from posttrain import spec_bounds
 from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
+from posttrain.environments.refs import check_target, split_class_ref, split_tools_ref
 from posttrain.errors import ConfigError
 from posttrain.paths import (
     HF_REPO_ID,
@@ -248,6 +249,53 @@ class RewardSpec(Strict):
         return self
 
 
+class EnvironmentSpec(Strict):
+    """Multi-turn episodes in which the model calls tools (TRL's environment contract): a
+    class whose public methods are the tools, reset(**row) starts an episode, and an
+    optional get_reward() scores it; or plain tool functions. The environment's reward and
+    the spec's `reward` are summed as components (weight 1 each)."""
+
+    name: str | None = Field(
+        None,
+        max_length=1024,
+        description="A built-in environment (calculator) or path/to/file.py:ClassName.",
+    )
+    tools: str | None = Field(
+        None,
+        max_length=1024,
+        description="Plain tool functions instead of a class: path/to/file.py:[fn_a, fn_b].",
+    )
+    max_turns: Annotated[int, Field(ge=1, le=64)] = Field(
+        8, description="Tool-calling turns per episode; then the episode ends."
+    )
+    tool_timeout_s: Annotated[float, Field(gt=0, le=600)] = Field(
+        10.0, description="Seconds one call into the environment may take before it is stopped."
+    )
+    max_result_chars: Annotated[int, Field(ge=16, le=1_000_000)] = Field(
+        4000, description="Characters of a tool result the model sees; the rest is cut."
+    )
+    demo_column: str | None = Field(
+        None,
+        max_length=256,
+        description="A column holding the tool calls of a successful episode for its row "
+        "(either call shape); check_environment plays it to show the reward pays success.",
+    )
+
+    @model_validator(mode="after")
+    def _names_one(self, info: ValidationInfo) -> EnvironmentSpec:
+        if (self.name is None) == (self.tools is None):
+            raise ValueError(
+                "give exactly one of environment.name (a built-in such as 'calculator', or "
+                "'path/to/file.py:ClassName') and environment.tools ('file.py:[fn, ...]')"
+            )
+        roots = (info.context or {}).get("roots")
+        if self.name is not None:
+            check_target(split_class_ref(self.name)[0], "environment.name", roots)
+        else:
+            check_target(split_tools_ref(self.tools or "")[0], "environment.tools", roots)
+        return self
+
+
 class LoraSpec(Strict):
     r: Annotated[int, Field(ge=1, le=1024)] = 16
     alpha: Annotated[int, Field(ge=1, le=4096)] = 32
@@ -358,6 +406,11 @@ class RunSpec(Strict):
     )
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    environment: EnvironmentSpec | None = Field(
+        None,
+        description="Tools the model calls over several turns (GRPO); check it first with "
+        "check_environment. None: single-turn answers.",
+    )
     budget_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     resume_from: str | None = Field(
         None, description="A run id: continue from its last checkpoint at the next step."
@@ -388,6 +441,15 @@ class RunSpec(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _environment_needs_grpo(self) -> RunSpec:
+        if self.environment is not None and self.algorithm.kind != "grpo":
+            raise ValueError(
+                "environment works with algorithm.kind 'grpo' (episodes are sampled and "
+                "scored); for SFT on tool-calling chats use dataset.messages_column"
+            )
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
@@ -395,13 +457,17 @@ class RunSpec(Strict):
             data = {**data, "model": {"name": data["model"]}}
         if isinstance(data, dict) and isinstance(data.get("reward"), str):
             data = {**data, "reward": {"name": data["reward"]}}
+        if isinstance(data, dict) and isinstance(data.get("environment"), str):
+            data = {**data, "environment": {"name": data["environment"]}}
         return data
 
     @property
     def spec_id(self) -> str:
         """A stable id: the hash of the canonical JSON of everything but the name."""
+        # no environment leaves the id of every spec written before the field existed as it was
+        exclude = {"name"} if self.environment else {"name", "environment"}
         canonical = json.dumps(
-            self.model_dump(mode="json", exclude={"name"}), sort_keys=True, separators=(",", ":")
+            self.model_dump(mode="json", exclude=exclude), sort_keys=True, separators=(",", ":")
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -29,6 +29,7 @@ def resolve(
     from posttrain.tools.approval import dry_run_status
 
     spec = load_spec(spec)
+    refuse_environment(spec)
     if check_runnable:
         refuse_local_weights(spec)
     columns = check_data(spec)
@@ -46,6 +47,17 @@ def resolve(
         resume=resume,
         dry_run_status=dry_run_status(ctx, spec) if cost.worst_case_usd > 0 else None,
     )
+
+
+def refuse_environment(spec: RunSpec) -> None:
+    """Multi-turn training is not built yet: a spec with an environment must not start a run
+    that would silently train single-turn answers instead."""
+    if spec.environment is not None:
+        raise ConfigError(
+            "training in an environment (multi-turn GRPO) is not built yet; check the "
+            "environment with check_environment (`posttrain env check SPEC`), and remove "
+            "`environment` from the spec to train single-turn answers"
+        )
 
 
 def _base(spec: RunSpec, ctx: Any) -> tuple[Base, Resume | None]:

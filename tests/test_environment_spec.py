@@ -1,0 +1,54 @@
+"""The spec's `environment:` field: errors that name the field and the fix, and a spec with
+one that cannot start a run until multi-turn training is built."""
+
+import hashlib
+import json
+
+import pytest
+
+from posttrain.errors import ConfigError
+from posttrain.spec import load_spec
+
+
+@pytest.mark.parametrize(
+    ("environment", "words"),
+    [
+        ({"name": "calculater"}, "neither a built-in environment (['calculator'])"),
+        ({"name": "envs/missing.py:Env"}, "environment.name file 'envs/missing.py' does not"),
+        ({"name": "calculator", "tools": "t.py:[f]"}, "give exactly one of environment.name"),
+        ({"tools": "t.py:f"}, "is not 'path/to/file.py:[function, ...]'"),
+        ({"name": "calculator", "max_turns": 0}, "environment.max_turns"),
+        ({"name": "calculator", "turns": 3}, "turns"),
+    ],
+)
+def test_a_bad_environment_field_is_named_with_its_fix(environment, words):
+    with pytest.raises(ConfigError, match="environment") as caught:
+        load_spec({"environment": environment})
+    assert words in str(caught.value)
+
+
+def test_an_environment_needs_grpo_and_cannot_be_launched_until_training_is_built():
+    with pytest.raises(ConfigError, match=r"works with algorithm\.kind 'grpo'"):
+        load_spec({"environment": "calculator", "algorithm": {"kind": "sft"}})
+    from posttrain.tools.resolve import refuse_environment
+
+    with pytest.raises(ConfigError, match="not built yet"):
+        refuse_environment(load_spec({"environment": "calculator"}))
+
+
+def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_existed():
+    plain = load_spec({"model": "tiny-local"})
+    old_fields = plain.model_dump(mode="json", exclude={"name", "environment"})
+    canonical = json.dumps(old_fields, sort_keys=True, separators=(",", ":"))
+    assert plain.spec_id == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    with_env = load_spec({"model": "tiny-local", "environment": "calculator"})
+    assert with_env.spec_id != plain.spec_id
+
+
+def test_an_environment_file_outside_the_roots_is_refused_before_it_is_looked_at(tmp_path):
+    inside = tmp_path / "project"
+    inside.mkdir()
+    with pytest.raises(ConfigError, match="outside the allowed folders"):
+        load_spec({"environment": {"name": f"{tmp_path / 'env.py'}:Env"}}, roots=[inside])
+    with pytest.raises(ConfigError, match="outside the allowed folders"):
+        load_spec({"environment": {"tools": f"{tmp_path / 'tools.py'}:[f]"}}, roots=[inside])
