@@ -57,6 +57,7 @@ def long_run(home):
                 "step": step,
                 "reward": step / STEPS,
                 "step_time_s": 1.0,
+                "completion_length": 100 - step * 0.2,
                 "components": {"rhyme": 0.5},
             }
         )
