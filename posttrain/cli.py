@@ -32,6 +32,11 @@ run_app = typer.Typer(
     help="Runs: start, list, inspect, follow and cancel them.", no_args_is_help=True
 )
 app.add_typer(run_app, name="run")
+env_app = typer.Typer(
+    help="Environments (tools over several turns): check one before training.",
+    no_args_is_help=True,
+)
+app.add_typer(env_app, name="env")
 
 
 def parse_params(pairs: list[str] | None) -> dict[str, Any]:
@@ -136,6 +141,83 @@ def _render_probe_report(report: dict[str, Any]) -> None:
         console.print(f"[yellow]note:[/yellow] {n}")
     if not report["flagged"] and not report["warnings"]:
         console.print("[green]No probe is flagged as an exploit.[/green]")
+
+
+@env_app.command("check")
+def env_check(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A spec file with an environment, or calculator, path/to/file.py:ClassName, "
+            "path/to/file.py:[fn_a, fn_b]."
+        ),
+    ],
+    data: Annotated[Path | None, typer.Option(help="Rows for reset(**row).")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Whose chat template shows the tools (no spec).")
+    ] = None,
+    demo_column: Annotated[
+        str | None, typer.Option(help="Column with a successful episode's tool calls.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Play scripted episodes in an environment (isolated) and flag its bugs, before any GPU."""
+
+    def body() -> dict[str, Any]:
+        from posttrain.tools.env_check import check_environment
+
+        return check_environment(
+            target, data=str(data) if data else None, model=model, demo_column=demo_column
+        ).model_dump(mode="json")
+
+    report = guarded(body)
+    emit(report, as_json, _render_env_report)
+    if not report["passed"]:
+        raise typer.Exit(1)
+
+
+RENDERED_SHOWN = 3000  # characters of the rendered episode in the terminal (JSON: all)
+
+
+def _render_env_report(report: dict[str, Any]) -> None:
+    from posttrain.cli_common import untrusted
+
+    b = report["bounds"]
+    console.print(
+        f"[bold]{untrusted(report['environment'])}[/bold]: {len(report['tools'])} tools; "
+        f"bounds: {b['max_turns']:g} turns, {b['tool_timeout_s']:g} s a call, "
+        f"{b['max_result_chars']:,.0f} characters a result"
+    )
+    for tool in report["tools"]:
+        console.print(f"  {untrusted(tool['name'])}: {untrusted(tool['description'])}")
+    table = Table("scenario", "calls ok", "reward", "what happened")
+    for e in report["episodes"]:
+        calls = [c for t in e["turns"] for c in t["calls"]]
+        happened = e["crashed"] or "; ".join(
+            [*e["problems"], *(t["note"] for t in e["turns"] if t["note"])]
+        )
+        if not happened and not calls:
+            happened = "answered without a tool call"
+        elif not happened:
+            happened = f"{calls[-1]['name']} -> {calls[-1]['error'] or calls[-1]['result']}"
+        happened = " ".join(str(happened).split())
+        table.add_row(
+            e["scenario"],
+            f"{e['successful_calls']}/{len(calls)}",
+            "-" if e["total"] is None else f"{e['total']:g}",
+            untrusted(happened[:70] + ("..." if len(happened) > 70 else "")),
+        )
+    console.print(table)
+    console.print(
+        f"[bold]One episode as the model sees it[/bold] ({untrusted(report['tokenizer'])}):"
+    )
+    console.print(untrusted(report["rendered"][:RENDERED_SHOWN]), highlight=False)
+    for flag in report["flagged"]:
+        console.print(f"[bold red]flagged:[/bold red] {untrusted(flag)}")
+    for note in report["notes"]:
+        console.print(f"[yellow]note:[/yellow] {untrusted(note)}")
+    if report["passed"]:
+        console.print("[green]No flag: the environment is ready to train in.[/green]")
 
 
 register(app, run_app)

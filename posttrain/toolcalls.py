@@ -22,12 +22,15 @@ on model output: anything that is not a call is None, never an error.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.errors import ConfigError
 
 Call = tuple[str, dict[str, Any]]
+# A Qwen model's call in text: JSON inside <tool_call> tags (a last one may lack its end tag)
+TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -63,6 +66,13 @@ def call_parts(call: Any) -> Call | None:
     if not isinstance(arguments, Mapping):
         return None
     return name, dict(arguments)
+
+
+def tagged_calls(text: str) -> list[tuple[str, Call | None]]:
+    """Each <tool_call> block in a model's text: its body, and the call it holds (either
+    shape) or None when the body is not a call (malformed JSON, no name, arguments that are
+    not an object)."""
+    return [(body, call_parts(body)) for body in TOOL_CALL_TAG.findall(text)]
 
 
 def canonical_call(call: Any, where: str) -> dict[str, Any]:

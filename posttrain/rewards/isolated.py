@@ -85,14 +85,33 @@ def score_in_subprocess(
 
 
 def _run(job: dict[str, Any], timeout_s: float | None, doing: str) -> dict:
-    """One job in a child process, killed at the limit; its JSON answer or RewardError.
+    """One reward job in a child process (`run_child` with the reward's words)."""
+    return run_child(
+        job,
+        timeout_s if timeout_s is not None else reward_timeout_s(),
+        doing,
+        what=f"reward '{job['reward']}'",
+        slow_hint="it may hang (at import?) or be far too slow for training (it runs on every "
+        "sampled completion); POSTTRAIN_REWARD_TIMEOUT_S sets the limit",
+    )
+
+
+def run_child(
+    job: dict[str, Any],
+    timeout_s: float,
+    doing: str,
+    *,
+    what: str,
+    slow_hint: str,
+    module: str = "posttrain.rewards.isolated",
+) -> dict:
+    """One job for `python -m module` in a child process, killed at the limit; its JSON
+    answer (the last line of its stdout) or RewardError saying why not.
 
     The child leads its own process group, and the whole group is killed when the child
-    ends or at the limit: a reward that forks leaves nothing behind. Its output goes to
-    files, not pipes, so a lingering grandchild holding them open cannot make a reward that
-    returned at once look like one that hung."""
-    if timeout_s is None:
-        timeout_s = reward_timeout_s()
+    ends or at the limit: user code that forks leaves nothing behind. Its output goes to
+    files, not pipes, so a lingering grandchild holding them open cannot make code that
+    returned at once look like code that hung."""
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     with (
         tempfile.TemporaryFile() as stdin,
@@ -102,7 +121,7 @@ def _run(job: dict[str, Any], timeout_s: float | None, doing: str) -> dict:
         stdin.write(json.dumps(job, default=str).encode())
         stdin.seek(0)
         child = subprocess.Popen(
-            [sys.executable, "-m", "posttrain.rewards.isolated"],
+            [sys.executable, "-m", module],
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -120,9 +139,8 @@ def _run(job: dict[str, Any], timeout_s: float | None, doing: str) -> dict:
             child.wait()
         if code is None:
             raise RewardError(
-                f"reward '{job['reward']}' did not finish {doing} within {timeout_s:.0f} s and "
-                f"was stopped; it may hang (at import?) or be far too slow for training (it runs "
-                f"on every sampled completion); POSTTRAIN_REWARD_TIMEOUT_S sets the limit"
+                f"{what} did not finish {doing} within {timeout_s:.0f} s and was stopped; "
+                f"{slow_hint}"
             )
         answer, err = _read(stdout, ANSWER_CHARS), _read(stderr, STDERR_READ_CHARS)
     try:
@@ -134,7 +152,7 @@ def _run(job: dict[str, Any], timeout_s: float | None, doing: str) -> dict:
             raise RewardError(redact(parsed["error"]))
         tail = redact(err).strip()[-STDERR_TAIL:] or "no output"  # redacted before the cut
         raise RewardError(
-            f"reward '{job['reward']}': its process exited with code {code} while {doing} "
+            f"{what}: its process exited with code {code} while {doing} "
             f"(did it call exit() or os._exit()?): {tail}"
         )
     return parsed

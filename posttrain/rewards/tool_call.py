@@ -17,16 +17,13 @@ a missing one. The probe battery (posttrain.rewards.tool_probes) checks these cl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from posttrain.rewards.base import Reward, Scores, column
 from posttrain.rewards.text import strip_thinking
-from posttrain.toolcalls import Call, call_parts, loads_json
-
-_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+from posttrain.toolcalls import TOOL_CALL_TAG, Call, call_parts, loads_json
 
 
 def normalise_call(call: Any) -> Call | None:
@@ -37,7 +34,7 @@ def normalise_call(call: Any) -> Call | None:
 def normalise_calls(value: Any) -> list[Call]:
     """All calls in a label or completion: one call, a list, a message with tool_calls, or text."""
     if isinstance(value, str):
-        tagged = _TOOL_CALL_TAG.findall(strip_thinking(value, drop_tags=False))
+        tagged = TOOL_CALL_TAG.findall(strip_thinking(value, drop_tags=False))
         if tagged:
             return [c for c in map(normalise_call, tagged) if c is not None]
         value = loads_json(value.strip())

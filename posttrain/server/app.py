@@ -38,6 +38,7 @@ from posttrain.spec import load_spec
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
+from posttrain.tools.env_check import EnvironmentCheck, check_environment, is_spec_source
 from posttrain.tools.evaluate import EvaluateOutcome, eval_question, start_evaluate
 from posttrain.tools.export import ExportOutcome, start_export
 from posttrain.tools.groups import resolve_group
@@ -199,6 +200,51 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 data=data,
                 honest_column=honest_column,
                 rows=rows,
+            )
+
+        return await call(body)
+
+    @server.tool(name="check_environment", annotations=READ_ONLY)
+    async def check_environment_(
+        environment: Annotated[
+            dict[str, Any] | str,
+            Field(
+                description="A spec with an `environment` (JSON object or .yaml/.json file), "
+                "or an environment: a built-in name (calculator), path/to/file.py:ClassName, "
+                "or path/to/file.py:[fn_a, fn_b]."
+            ),
+        ],
+        data: Annotated[
+            str | None, Field(description="Rows for reset(**row): a .jsonl/.json/.csv file.")
+        ] = None,
+        model: Annotated[
+            str | None, Field(description="Whose chat template shows the tools (no spec).")
+        ] = None,
+        demo_column: Annotated[
+            str | None, Field(description="Column with a successful episode's tool calls.")
+        ] = None,
+    ) -> EnvironmentCheck:
+        """Check a tool-using environment before any GPU time: its tools as the model sees
+        them (through the real chat template), and scripted episodes that hunt for bugs.
+
+        Plays no call, a demonstration, each tool once, malformed JSON, wrong argument
+        types, an unknown tool, the same call forever (to the turn bound) and a huge
+        argument; reports what the environment returned and what the reward paid, and flags
+        tools that raise or hang, and a reward that never varies or pays an episode without
+        a successful tool call. The environment runs in a separate process with time,
+        memory and result-size bounds. Free and local.
+        """
+
+        def body() -> EnvironmentCheck:
+            from posttrain.paths import confine
+
+            if data is not None:
+                confine(data, "data file", roots)
+            target = environment
+            if is_spec_source(environment):
+                target = confine_spec_source(environment, roots)
+            return check_environment(
+                target, data=data, model=model, demo_column=demo_column, roots=roots
             )
 
         return await call(body)
