@@ -166,3 +166,25 @@ def test_export_run_over_mcp_answers_at_once_and_get_job_gives_the_folder(
     assert done.status == "succeeded", done.error
     assert done.result["out"] == str(out) and "config.json" in done.result["files"]
     assert (out / "config.json").is_file()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_group_launch_over_mcp_answers_within_2s_with_its_group_and_runs(home, mode):
+    from tests.specs import tiny
+
+    async def go() -> tuple[float, dict]:
+        async with Client(build_server(), mode=mode) as client:
+            t = time.perf_counter()
+            result = await client.call_tool("launch", {"spec": tiny(steps=2), "seeds": [0, 1, 2]})
+            took = time.perf_counter() - t
+            for run_id in result.structured_content["run_ids"]:  # not what this test is about
+                await client.call_tool("cancel_run", {"run_id": run_id})
+            return took, result.structured_content
+
+    try:
+        took, started = asyncio.run(go())
+    finally:
+        kill_leftover_runs(home)
+    assert started["status"] == "started" and started["group_id"].startswith("grp-")
+    assert len(started["run_ids"]) == 3
+    assert took <= 2.0, f"the group launch took {took:.2f} s"

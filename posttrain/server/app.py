@@ -337,7 +337,9 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
             )
         )
         if result.run_id and result.status == "started":
-            await _report_start(ctx, result.run_id)
+            # A group reports its first look without waiting: it answers at once, its runs
+            # already detached (its group id is what get_run and evaluate follow).
+            await _report_start(ctx, result.run_id, 0.0 if result.group_id else 5.0)
         return result
 
     async def _report_start(ctx: Context, run_id: str, wait_s: float = 5.0) -> None:
