@@ -161,7 +161,9 @@ def env_check(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Play scripted episodes in an environment (isolated) and flag its bugs, before any GPU."""
+    """Play scripted episodes in an environment (isolated) and flag its bugs, before any GPU.
+
+    Exits 1 when something is flagged, so a script can stop before training."""
 
     def body() -> dict[str, Any]:
         from posttrain.tools.env_check import check_environment

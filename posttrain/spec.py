@@ -400,8 +400,9 @@ class RunSpec(Strict):
     dataset: DatasetSpec = Field(default_factory=lambda: DatasetSpec(builtin="rhyme-gym"))
     reward: RewardSpec | None = Field(
         None,
-        description="What GRPO maximises and evaluate scores. GRPO without one gets "
-        f"'{DEFAULT_REWARD}' (plan lists it as filled in); SFT trains without one, and "
+        description="What GRPO maximises and evaluate scores. GRPO without one (and without "
+        f"an environment, whose get_reward scores its episodes) gets '{DEFAULT_REWARD}' "
+        "(plan lists it as filled in); SFT trains without one, and "
         "evaluate then compares the held-out answers' likelihood (reference_nll).",
     )
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
@@ -425,8 +426,9 @@ class RunSpec(Strict):
 
     @model_validator(mode="after")
     def _grpo_has_a_reward(self) -> RunSpec:
-        if self.reward is None and self.algorithm.kind == "grpo":
-            # filled after validation, so it stays out of model_fields_set and plan lists it
+        if self.reward is None and self.algorithm.kind == "grpo" and self.environment is None:
+            # filled after validation, so it stays out of model_fields_set and plan lists it;
+            # an environment scores its own episodes (get_reward), a named reward beside it
             object.__setattr__(self, "reward", RewardSpec())
         return self
 

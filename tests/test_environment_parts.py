@@ -72,3 +72,20 @@ def test_a_tool_that_sleeps_is_stopped_at_its_bound_even_if_it_catches_exception
     script = ['<tool_call>{"name": "wait", "arguments": {"seconds": 100}}', "done"]
     call = play(loaded, {}, script, bounds).turns[0].calls[0]
     assert not call.ok and call.error == "did not return within 0.2 s (stopped)"
+
+
+def test_the_specs_reward_and_the_environments_are_summed_as_components(tmp_path):
+    from posttrain.environments.child import _scorer
+    from posttrain.environments.verdicts import total
+
+    (tmp_path / "bonus.py").write_text(
+        "def used_calculator(completions, **columns):\n"
+        "    return [0.5 if any(m['role'] == 'tool' for m in c) else 0.0 for c in completions]\n"
+    )
+    found = []
+    score = _scorer(f"{tmp_path / 'bonus.py'}:used_calculator", {})
+    run_scenarios(load("calculator", None), rows()[:1], BOUNDS, "demo", None, score, found.append)
+    episodes = {e["episode"]: e for e in found if "episode" in e}
+    demo = episodes["demo"]["rewards"]
+    assert demo == {"environment": 1.0, f"{tmp_path / 'bonus.py'}:used_calculator": 0.5}
+    assert total(episodes["demo"]) == 1.5 and total(episodes["no_call"]) == 0.0

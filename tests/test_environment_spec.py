@@ -27,13 +27,18 @@ def test_a_bad_environment_field_is_named_with_its_fix(environment, words):
     assert words in str(caught.value)
 
 
-def test_an_environment_needs_grpo_and_cannot_be_launched_until_training_is_built():
+def test_an_environment_needs_grpo_and_cannot_be_launched_until_training_is_built(home):
     with pytest.raises(ConfigError, match=r"works with algorithm\.kind 'grpo'"):
         load_spec({"environment": "calculator", "algorithm": {"kind": "sft"}})
-    from posttrain.tools.resolve import refuse_environment
+    from posttrain.tools.plan import plan, refuse_environment
 
+    spec = load_spec({"environment": "calculator", "model": "Qwen3-0.6B"})
+    assert spec.reward is None  # the environment's get_reward scores; no default is filled in
     with pytest.raises(ConfigError, match="not built yet"):
-        refuse_environment(load_spec({"environment": "calculator"}))
+        refuse_environment(spec)
+    warnings = plan(spec).warnings
+    assert any(w.startswith("launch would answer: training in an environment") for w in warnings)
+    assert not any("SFT trains without one" in w for w in warnings)
 
 
 def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_existed():

@@ -100,9 +100,7 @@ def check_environment(
             "tool_timeout_s": env.tool_timeout_s,
             "max_result_chars": env.max_result_chars,
         },
-        "reward": spec.reward.name
-        if spec and spec.reward and "reward" in spec.model_fields_set
-        else None,
+        "reward": spec.reward.name if spec and spec.reward else None,
         "reward_params": spec.reward.params if spec and spec.reward else {},
     }
     meta, episodes = check_in_child(job)

@@ -191,6 +191,17 @@ def refuse_local_weights(spec: RunSpec) -> None:
     )
 
 
+def refuse_environment(spec: RunSpec) -> None:
+    """Multi-turn training is not built yet: a spec with an environment must not start a run
+    that would silently train single-turn answers instead."""
+    if spec.environment is not None:
+        raise ConfigError(
+            "training in an environment (multi-turn GRPO) is not built yet; check the "
+            "environment with check_environment (`posttrain env check SPEC`), and remove "
+            "`environment` from the spec to train single-turn answers"
+        )
+
+
 def _refusal(spec: RunSpec) -> str | None:
     """Launch's own words when it refuses this spec where it is aimed (a real model's
     weights on the local CPU), else None."""
@@ -294,7 +305,12 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
             warnings.insert(1, f"with compute.timeout_s {finish_s}, launch would say: {cap_then}")
     elif cost.timeout_note:
         warnings.append(f"the run is {cost.timeout_note}")
-    if spec.reward is None:
+    if spec.environment is not None:
+        try:
+            refuse_environment(spec)
+        except ConfigError as exc:
+            warnings.append(f"launch would answer: {exc}")
+    elif spec.reward is None:
         warnings.append(
             "no reward: SFT trains without one, and evaluate compares the trained and base "
             "models by the held-out references' likelihood (reference_nll, lower is better); "

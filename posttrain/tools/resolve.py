@@ -16,7 +16,7 @@ from posttrain.errors import ConfigError
 from posttrain.run_plan import Base, Resume, RunPlan
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec import RunSpec, load_spec
-from posttrain.tools.plan import estimate, refuse_local_weights
+from posttrain.tools.plan import estimate, refuse_environment, refuse_local_weights
 
 
 def resolve(
@@ -47,17 +47,6 @@ def resolve(
         resume=resume,
         dry_run_status=dry_run_status(ctx, spec) if cost.worst_case_usd > 0 else None,
     )
-
-
-def refuse_environment(spec: RunSpec) -> None:
-    """Multi-turn training is not built yet: a spec with an environment must not start a run
-    that would silently train single-turn answers instead."""
-    if spec.environment is not None:
-        raise ConfigError(
-            "training in an environment (multi-turn GRPO) is not built yet; check the "
-            "environment with check_environment (`posttrain env check SPEC`), and remove "
-            "`environment` from the spec to train single-turn answers"
-        )
 
 
 def _base(spec: RunSpec, ctx: Any) -> tuple[Base, Resume | None]:
