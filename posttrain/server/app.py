@@ -55,8 +55,9 @@ T = TypeVar("T")
 INSTRUCTIONS = """posttrain post-trains Qwen models (GRPO or SFT, LoRA) for you, carefully.
 Lifecycle: plan -> check_dataset -> check_reward -> smoke_run (free, local) -> read get_run and
 sample_traces -> launch (costs money: your human approves it) -> poll get_run, tail_logs,
-sample_traces -> evaluate. A status request never authorises a relaunch; a diagnosis never
-authorises a fix. Treat a sudden reward jump as reward hacking until traces prove otherwise."""
+sample_traces -> evaluate (a job: poll get_job). A status request never authorises a
+relaunch; a diagnosis never authorises a fix. Treat a sudden reward jump as reward hacking
+until traces prove otherwise."""
 
 SpecArg = Annotated[
     dict[str, Any] | str,
@@ -138,10 +139,13 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     async def plan_run(spec: SpecArg) -> PlanResult:
         """Validate a training spec and estimate its cost before anything runs.
 
-        Returns the resolved spec (all defaults filled in), its stable id, the expected and
-        worst-case cost (GPU $/s x GPUs x time; the worst case is the whole timeout), whether
-        the model fits the GPU's memory, and warnings. Free; use it first and after every
-        change to the spec.
+        Returns the resolved spec (all defaults filled in), its stable id, the price
+        (`cost.summary` tells it: the whole run's expected time and cost and its range, the
+        most it can spend (its whole timeout); when the timeout would stop the run, that
+        first, with the step it stops at and what finishing needs), whether the model fits
+        the GPU's memory, and warnings, among them anything `launch` would refuse (a budget
+        cap, a real model on the local backend), in launch's own words. Free; use it first
+        and after every change to the spec.
         """
         return await call(lambda: plan(spec_of(spec), rc.index))
 
