@@ -5,9 +5,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import pytest
+
 from posttrain.rewards.base import Reward, Scores
 from posttrain.rewards.probes import run_probes
 from posttrain.tools.plan import plan
+from tests.conftest import EXAMPLES
 from tests.specs import tiny
 
 
@@ -51,3 +54,23 @@ def test_the_gyms_flat_reward_warning_is_given_for_the_gym_only(home):
     assert any("on the tiny gym the reward sits flat" in w for w in gym)
     real = {**tiny(steps=40), "model": "Qwen3-4B", "compute": {"backend": "modal"}}
     assert not any("tiny gym" in w for w in plan(real).warnings)
+
+
+@pytest.mark.slow
+def test_a_reward_check_flags_the_same_probes_whether_asked_on_a_spec_or_on_columns(home):
+    from posttrain.tools.reward_check import check_reward
+
+    spec = {
+        "dataset": {"path": str(EXAMPLES), "reference_column": "reference"},
+        "reward": {"name": "rhyme_relevance", "params": {"reference_column": "reference"}},
+    }
+    on_spec = check_reward("rhyme_relevance", spec=spec, honest_column="verse")
+    on_columns = check_reward(
+        "rhyme_relevance",
+        data=str(EXAMPLES),
+        reference_column="reference",
+        honest_column="verse",
+    )
+    assert on_spec.flagged == on_columns.flagged
+    words = [[p.verdict.split(":")[0] for p in r.probes] for r in (on_spec, on_columns)]
+    assert words[0] == words[1]  # each probe judged by the same rule ("ok", "not judged"...)
