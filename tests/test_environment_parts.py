@@ -89,3 +89,18 @@ def test_the_specs_reward_and_the_environments_are_summed_as_components(tmp_path
     demo = episodes["demo"]["rewards"]
     assert demo == {"environment": 1.0, f"{tmp_path / 'bonus.py'}:used_calculator": 0.5}
     assert total(episodes["demo"]) == 1.5 and total(episodes["no_call"]) == 0.0
+
+
+def test_every_tool_is_called_within_the_turn_bound_and_a_demo_longer_than_it_is_flagged():
+    loaded = load("calculator", None)
+    tight = Bounds(max_turns=1, tool_timeout_s=1.0, max_result_chars=50)
+    found = []
+    meta = run_scenarios(loaded, rows()[:1], tight, "demo", None, None, found.append)
+    episodes = {e["episode"]: e for e in found if "episode" in e}
+    called = [c["name"] for t in episodes["every_tool"]["turns"] for c in t["calls"]]
+    assert called == ["calculate", "submit_answer"]  # two calls in the one turn allowed
+    assert not episodes["every_tool"]["stopped_at_turn_bound"]
+    flagged, _ = verdicts(list(episodes.values()), meta, 50)
+    assert any(
+        f.startswith("demo: the demonstration needs more tool-calling turns") for f in flagged
+    )

@@ -121,13 +121,32 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
-def _scripts(tool_schemas: list[dict[str, Any]], demo: list[Call]) -> dict[str, list[str]]:
+def _fit(script: list[str], max_turns: int) -> list[str]:
+    """A tool-per-turn script with more calls than the turn bound allows, as several calls
+    a turn (TRL runs every call in a turn), so no tool is left unchecked."""
+    calls, final = script[:-1], script[-1:]
+    if len(calls) <= max_turns:
+        return script
+    per_turn = -(-len(calls) // max_turns)  # ceiling
+    grouped = ["\n".join(calls[i : i + per_turn]) for i in range(0, len(calls), per_turn)]
+    return grouped + final
+
+
+def _scripts(
+    tool_schemas: list[dict[str, Any]], demo: list[Call], max_turns: int
+) -> dict[str, list[str]]:
     calls = Calls(
         demo,
         *([_call(s, how) for s in tool_schemas] for how in ("typed", "wrong", "huge")),
     )
     scripts = {sc.name: sc.script(calls) for sc in SCENARIOS}
-    return {name: script for name, script in scripts.items() if script}
+    # the demonstration plays as written: a demo longer than the bound is the user's to see
+    fitted = {"every_tool", "wrong_types", "huge_argument"}
+    return {
+        name: _fit(script, max_turns) if name in fitted else script
+        for name, script in scripts.items()
+        if script
+    }
 
 
 def _demo(rows: list[dict[str, Any]], demo_column: str | None) -> tuple[int, list[Call]]:
@@ -152,7 +171,7 @@ def run_scenarios(
     instance, tools = loaded.new()
     tool_schemas, problems = schemas(tools)
     demo_row, demo = _demo(rows, demo_column)
-    for name, script in _scripts(tool_schemas, demo).items():
+    for name, script in _scripts(tool_schemas, demo, bounds.max_turns).items():
         if only is not None and name not in only:
             continue
         report({"started": name})

@@ -42,7 +42,12 @@ def verdicts(
                         f"{name}: tool '{call['name']}' returned {call['result_chars']:,} "
                         f"characters; the model sees the first {max_result_chars:,}"
                     )
-        if ep.get("stopped_at_turn_bound"):
+        if ep.get("stopped_at_turn_bound") and name == "demo":
+            flagged.append(
+                "demo: the demonstration needs more tool-calling turns than max_turns allows; "
+                "raise environment.max_turns, or no policy can finish the task"
+            )
+        elif ep.get("stopped_at_turn_bound"):
             notes.append(f"{name}: the episode stopped at the turn bound, as it should")
     flagged += _reward_flags(episodes, meta)
     if not meta.get("demo_calls"):
