@@ -30,6 +30,7 @@ from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.secrets import mask_log_records
 from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask, decision_of
 from posttrain.server.calls import RedactResults, call
+from posttrain.server.heartbeat import Heartbeat
 from posttrain.server.job_views import register_job_views
 from posttrain.server.progress import LogLevels
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
@@ -79,6 +80,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     server = MCPServer("posttrain", instructions=INSTRUCTIONS, version=__version__)
     server._lowlevel_server.middleware.append(RedactResults())
     server._lowlevel_server.middleware.append(SummariseText())  # inside: masked after
+    server._lowlevel_server.middleware.append(Heartbeat())
     mask_log_records()
     levels = LogLevels()
     levels.install(server)
