@@ -188,3 +188,33 @@ def test_a_group_launch_over_mcp_answers_within_2s_with_its_group_and_runs(home,
     assert started["status"] == "started" and started["group_id"].startswith("grp-")
     assert len(started["run_ids"]) == 3
     assert took <= 2.0, f"the group launch took {took:.2f} s"
+
+
+@pytest.mark.slow
+def test_the_cli_eval_table_shows_every_metric_its_verdict_cites(finished_run):
+    home, run_id = finished_run
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "posttrain.cli",
+            "eval",
+            run_id,
+            "--k",
+            "1",
+            "--base-passes",
+            "2",
+            "--max-tasks",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**os.environ, "POSTTRAIN_HOME": str(home), "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
+    assert any(r.split("│")[1].strip() == "reference_nll †" for r in rows)
+    assert any(r.split("│")[1].strip() == "length_words †" for r in rows)
+    assert "† not trained for: a regression here qualifies the verdict" in done.stdout
