@@ -194,6 +194,11 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                 console.print("[bold red]stalled:[/bold red] no event for a while")
             if d["cause"]:
                 console.print(f"[bold red]cause:[/bold red] {untrusted(d['cause'])}")
+            if d["still_running"]:
+                console.print(
+                    f"[bold red]still running:[/bold red] its {' and '.join(d['still_running'])} "
+                    f"outlived its result; `posttrain run cancel {d['run_id']}` stops them"
+                )
             if d["components"]:
                 console.print(
                     "components: "

@@ -43,6 +43,9 @@ class PaidBackendDouble:
     def reconcile(self, run_dir: Path) -> bool:
         return False
 
+    def leftover(self, run_dir: Path) -> list[str]:
+        return []
+
     def cost_usd(self, row: dict[str, Any]) -> float:
         return 0.0
 

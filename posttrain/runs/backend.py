@@ -11,8 +11,10 @@ reserve -> submit -> record.
     record   the handle goes into run.json. If that fails after a spawn, the spawned work is
              withdrawn (the call cancelled) and the result says so.
 
-So nothing is ever spawned that the ledger does not know, and the lock is never held while a
-backend talks to the network.
+So nothing is ever spawned that the ledger does not know, and the ledger's lock is never held
+while a backend talks to the network. The launcher holds the run's own lock
+(posttrain.runs.run_lock) from reserve until record, so a reader that reconciles runs never
+writes a verdict about a run that is still being started.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from posttrain.errors import BackendError
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic, write_result
 
 if TYPE_CHECKING:
-    from posttrain.tools.resolve import RunPlan
+    from posttrain.run_plan import RunPlan
 
 
 class Backend(Protocol):
@@ -40,7 +42,12 @@ class Backend(Protocol):
         """Stop work submitted under `handle` that could not be recorded."""
 
     def reconcile(self, run_dir: Path) -> bool:
-        """Bring the run directory up to date (True when it wrote or mirrored events)."""
+        """Bring the run directory up to date (True when it wrote or mirrored events). A
+        final status is written only with proof that the run's work is gone, and only while
+        holding the run's lock (posttrain.runs.run_lock): never for a run being launched."""
+
+    def leftover(self, run_dir: Path) -> list[str]:
+        """The run's processes still alive though it has a result; `cancel` stops them."""
 
     def cancel(self, run_dir: Path, grace_s: float = ...) -> dict[str, Any]: ...
 

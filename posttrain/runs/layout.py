@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import tempfile
 import time
@@ -59,18 +58,13 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import ConfigError, NotFoundError
+from posttrain.paths import RUN_ID, home
 from posttrain.secrets import redact, redact_value, secret_values
 
-RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,63}\Z")  # \Z: "$" would take a final newline
 EVENTS, RUN_META, SPEC, HOLDOUT = "events.jsonl", "run.json", "spec.json", "holdout.jsonl"
 CANCEL_REQUEST, STDOUT, PROCESS = "cancel.request", "stdout.log", "process.json"
 TIMEOUT_REQUEST = "timeout.request"  # the local supervisor's: compute.timeout_s has passed
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
-
-
-def home() -> Path:
-    """$POSTTRAIN_HOME, default ~/.posttrain: runs, the index, caches of run state."""
-    return Path(os.environ.get("POSTTRAIN_HOME") or Path.home() / ".posttrain").expanduser()
 
 
 def runs_root() -> Path:
@@ -248,6 +242,24 @@ def has_result(directory: Path) -> bool:
 
 
 _RESULT_SCAN: dict[Path, tuple[int, int, bool]] = {}  # events file -> (inode, offset, found)
+
+
+def result_time(directory: Path, tail_bytes: int = 65536) -> float | None:
+    """When the run's result event was written (unix s), read from the end of its events
+    (the result is among the last lines); None without one."""
+    path = directory / EVENTS
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail_bytes))
+            tail = f.read()
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        if b'"type":"result"' in line:
+            with contextlib.suppress(ValueError, AttributeError):
+                return float(json.loads(line).get("t"))
+    return None
 
 
 def iter_events(directory: Path) -> Iterator[dict[str, Any]]:

@@ -29,9 +29,14 @@ from posttrain.runs.layout import (
     process_start,
     read_json,
     record_end,
+    result_time,
     runs_root,
 )
+from posttrain.runs.queue import SUBMIT_GRACE_S
+from posttrain.runs.run_lock import judging
 
+DEATH_GRACE_S = 1.0  # a run that looks dead is looked at again after this before it is failed
+LEFTOVER_AFTER_S = 10.0  # processes past their run's result this long are left over, not exiting
 CANCEL_GRACE_S = 20.0  # time a trainer gets to stop after its step before SIGKILL
 
 
@@ -87,20 +92,44 @@ class LocalBackend:
         return any(self.processes(run_dir).values())
 
     def reconcile(self, run_dir: Path) -> bool:
-        """Give a run whose processes all died without a result its failed result.
-        Returns True when it wrote one."""
-        if self.alive(run_dir) or has_result(run_dir):
+        """Give a run whose processes are provably gone its failed result; True when it
+        wrote one. Proof: the run holds no launcher's lock (nobody is starting it), its
+        recorded processes are dead, and still dead after DEATH_GRACE_S. A run whose
+        launcher let go without recording a handle is judged only after its supervisor had
+        time to start (it records its own pid in process.json)."""
+        if has_result(run_dir) or self.alive(run_dir):
             return False
-        # Check again after a beat: a supervisor may be writing the result right now.
-        time.sleep(0.2)
-        if has_result(run_dir):
-            return False
-        record_end(
-            run_dir,
-            "trainer and its supervisor are gone without a result (the machine "
-            "restarted, or both were killed)",
-        )
-        return True
+        with judging(run_dir) as mine:
+            if not mine:
+                return False  # its launcher is starting it, or another reader judges it
+            meta, proc = read_json(run_dir / RUN_META), read_json(run_dir / PROCESS)
+            recorded = meta.get("supervisor_pid") or proc.get("supervisor_pid")
+            if not recorded:
+                age_s = time.time() - float(meta.get("created_at") or 0)
+                if age_s < SUBMIT_GRACE_S:
+                    return False  # a supervisor spawned a moment ago may not have said so yet
+                cause = (
+                    "its launch was interrupted before the run started (the process that "
+                    "launched it ended between reserve and record); nothing trained"
+                )
+            else:
+                cause = (
+                    "trainer and its supervisor are gone without a result (the machine "
+                    "restarted, or both were killed)"
+                )
+            time.sleep(DEATH_GRACE_S)  # the second look: a supervisor may be writing now
+            if has_result(run_dir) or self.alive(run_dir):
+                return False
+            record_end(run_dir, cause)
+            return True
+
+    def leftover(self, run_dir: Path) -> list[str]:
+        """The run's processes that still live LEFTOVER_AFTER_S after its result was written
+        (a status written while its trainer went on): `cancel` stops them."""
+        ended_at = result_time(run_dir) if has_result(run_dir) else None
+        if ended_at is None or time.time() - ended_at < LEFTOVER_AFTER_S:
+            return []  # no result, or one so fresh that its processes are still exiting
+        return [name for name, up in self.processes(run_dir).items() if up]
 
     def ready(self) -> None:
         """This machine can always start a run (it may queue)."""
@@ -124,37 +153,50 @@ class LocalBackend:
         return sorted(p for p in out.rglob("*") if p.is_file())
 
     def cancel(self, run_dir: Path, grace_s: float = CANCEL_GRACE_S) -> dict[str, Any]:
-        """Ask the trainer to stop after its step; SIGKILL it after grace_s. Reports whether
-        the run really stopped and how."""
-        if has_result(run_dir):
+        """Ask the trainer to stop after its step; SIGKILL it after grace_s, and its
+        supervisor's whole process group if that does not end either. A run that has a
+        result but whose processes live on is stopped too. Reports whether every process of
+        the run is gone, and how."""
+        ended = has_result(run_dir)
+        if ended and not self.alive(run_dir):
             return {"stopped": True, "how": "already finished", "forced": False}
-        (run_dir / CANCEL_REQUEST).write_text(str(time.time()))
+        if not ended:
+            (run_dir / CANCEL_REQUEST).write_text(str(time.time()))
         proc = read_json(run_dir / PROCESS)
         trainer = proc.get("trainer_pid")
         if trainer and process_alive(trainer, proc.get("trainer_start")):
             _signal(trainer, signal.SIGTERM)
-        deadline = time.time() + grace_s
-        while time.time() < deadline and not has_result(run_dir) and self.alive(run_dir):
-            time.sleep(0.2)
+        self._wait_gone(run_dir, grace_s)
         forced = False
-        if not has_result(run_dir):
+        if self.alive(run_dir):
+            forced = True
             proc = read_json(run_dir / PROCESS)  # the trainer may have started meanwhile
-            for key in ("trainer", "supervisor"):
-                pid = proc.get(f"{key}_pid")
-                if pid and process_alive(pid, proc.get(f"{key}_start")):
-                    _signal(pid, signal.SIGKILL if key == "trainer" else signal.SIGTERM)
-                    forced = True
-            deadline = time.time() + 10
-            while time.time() < deadline and not has_result(run_dir) and self.alive(run_dir):
-                time.sleep(0.2)
-            self.reconcile(run_dir)
-        stopped = not self.alive(run_dir) or has_result(run_dir)
-        how = (
-            "stopped after its current step"
-            if not forced
-            else (f"did not stop within {grace_s:.0f} s; killed")
-        )
-        return {"stopped": stopped, "how": how, "forced": forced}
+            if proc.get("trainer_pid") and process_alive(
+                proc["trainer_pid"], proc.get("trainer_start")
+            ):
+                _signal(proc["trainer_pid"], signal.SIGKILL)  # its supervisor records it
+                self._wait_gone(run_dir, 10)
+            if self.alive(run_dir):  # a supervisor that cannot record it (stopped, hung)
+                meta = read_json(run_dir / RUN_META)
+                pid = proc.get("supervisor_pid") or meta.get("supervisor_pid")
+                if pid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)  # the supervisor leads its own group
+                self._wait_gone(run_dir, 5)
+        self.reconcile(run_dir)  # a result where nobody could write one
+        stopped = not self.alive(run_dir)
+        if ended:
+            how = "its status was already final but its processes still ran; killed"
+        elif forced:
+            how = f"did not stop within {grace_s:.0f} s; killed"
+        else:
+            how = "stopped after its current step"
+        return {"stopped": stopped, "how": how, "forced": forced or ended}
+
+    def _wait_gone(self, run_dir: Path, limit_s: float) -> None:
+        deadline = time.time() + limit_s
+        while time.time() < deadline and self.alive(run_dir):
+            time.sleep(0.2)
 
 
 def _signal(pid: int, sig: int) -> None:

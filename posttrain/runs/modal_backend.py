@@ -37,6 +37,8 @@ from posttrain.runs.layout import (
     write_json_atomic,
     write_result,
 )
+from posttrain.runs.queue import SUBMIT_GRACE_S
+from posttrain.runs.run_lock import judging
 from posttrain.spec import RunSpec
 
 APP_NAME, TRAIN_FUNCTION, GENERATE_FUNCTION = "posttrain", "train_run", "generate"
@@ -44,7 +46,8 @@ RUNS_VOLUME, RUNS_MOUNT = "posttrain-runs", "/runs"
 SYNC_EVERY_S = 5.0  # at most one Volume read per run per this many seconds
 NOT_CONFIGURED = (
     "Modal is not configured: run `modal token new` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET; "
-    "use backend local for a free dry run"
+    "meanwhile `smoke_run` (or `posttrain smoke SPEC`) dry-runs this spec on this machine, "
+    "free, on a stand-in of its model"
 )
 
 
@@ -222,7 +225,35 @@ class ModalBackend:
 
     def reconcile(self, run_dir: Path) -> bool:
         """Sync from the Volume; when the call has ended without a result in the run
-        directory, write it. A network error leaves the run as it was, marked unreachable."""
+        directory, write it. Only while holding the run's lock (never for a run another
+        process is launching) and only for a run with a recorded call id: the call is the
+        proof. A network error leaves the run as it was, marked unreachable."""
+        if has_result(run_dir):
+            return False
+        with judging(run_dir) as mine:
+            if not mine:
+                return False  # its launcher is starting it, or another reader judges it
+            if not read_json(run_dir / RUN_META).get("call_id"):
+                return self._abandoned_launch(run_dir)
+            return self._reconcile_call(run_dir)
+
+    def _abandoned_launch(self, run_dir: Path) -> bool:
+        """A run whose launcher let go of it without recording a call id: the launcher
+        ended between reserve and record. Failed once that is past doubt."""
+        meta = read_json(run_dir / RUN_META)
+        if time.time() - float(meta.get("created_at") or 0) < SUBMIT_GRACE_S:
+            return False
+        write_result(
+            run_dir,
+            "failed",
+            "its launch was interrupted before the Modal call id was recorded (the process "
+            "that launched it ended between reserve and record). If the spawn had happened, "
+            "a call of the deployed posttrain app may be running that posttrain cannot follow: "
+            "look in the Modal dashboard and stop it there",
+        )
+        return True
+
+    def _reconcile_call(self, run_dir: Path) -> bool:
         meta_path = run_dir / RUN_META
         grew = False
         try:
@@ -248,6 +279,11 @@ class ModalBackend:
             run_dir, status, cause or f"the Modal call ended ({status}) without a result event"
         )
         return True
+
+    def leftover(self, run_dir: Path) -> list[str]:
+        """Nothing: a Modal run's final status comes from its call (or from terminating
+        its containers), never from a guess."""
+        return []
 
     def unreachable(self, run_dir: Path) -> str | None:
         meta = read_json(run_dir / RUN_META)

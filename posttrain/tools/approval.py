@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.tools.budget import BudgetPolicy, Ledger
+from posttrain.tools.plan import price_text
 
 if TYPE_CHECKING:
-    from posttrain.tools.resolve import RunPlan
+    from posttrain.run_plan import RunPlan
 
 Decision = Literal["approved", "declined"] | None  # None: no human could be asked
 EXPLICIT_KEY_TTL_S = 24 * 3600
@@ -90,13 +91,18 @@ def needs_asking(worst_case_usd: float, token: str | None) -> bool:
 def still_counts(ctx: Any, run_id: str, explicit: bool) -> bool:
     """Whether the run an earlier launch with a key started still holds the key: an explicit
     key holds for 24 h unless its run failed or was cancelled; the default key (the spec id)
-    holds while its run is live, so a finished spec can be run again."""
+    holds while its run is live, so a finished spec can be run again. A run whose processes
+    still live holds its key whatever its status says: one key never starts a second run
+    beside a first that is still working."""
     if not (ctx.root / run_id).is_dir():
         return False
     ctx.refresh(run_id)
     row = ctx.index.get(run_id)
     if row is None:
         return True  # its folder exists but the index has not read it yet: it is live
+    backend = ctx.backends.get(row["backend"] or "local")
+    if backend is not None and backend.leftover(ctx.root / run_id):
+        return True
     if explicit:
         fresh = (row["created_at"] or 0) > time.time() - EXPLICIT_KEY_TTL_S
         return fresh and row["status"] not in ("failed", "cancelled")
@@ -110,17 +116,20 @@ def existing_run(ctx: Any, plan: RunPlan) -> str | None:
 
 
 def question(plan: RunPlan) -> str:
-    """What the human is asked about a launch."""
+    """What the human is asked about a launch: the price told as `plan` tells it, the
+    timeout's stop first when it would stop the run."""
     spec, cost = plan.spec, plan.cost
-    minutes = cost.timeout_s / 60
     gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
-    timeout = f" It is {cost.timeout_note}." if cost.timeout_note else ""
-    return (
-        f"Launch {spec.model.name} ({spec.algorithm.kind}, {spec.algorithm.steps} steps) on "
-        f"{gpu} for up to {minutes:.0f} min: estimated ${cost.expected_usd:.2f} (up to "
-        f"${cost.expected_high_usd:.2f}), at most ${cost.worst_case_usd:.2f}?{timeout} "
-        f"{plan.dry_run_status or ''}"
-    ).rstrip()
+    what = f"{spec.model.name} ({spec.algorithm.kind}, {spec.algorithm.steps} steps)"
+    price = price_text(cost, spec.algorithm.steps)
+    if cost.stop_step is not None:
+        asked = (
+            f"{price} Launch {what} on {gpu} anyway, to be stopped at step {cost.stop_step}, "
+            f"for at most ${cost.worst_case_usd:.2f}?"
+        )
+    else:
+        asked = f"Launch {what} on {gpu} for up to {cost.timeout_s / 60:.0f} min: {price}?"
+    return f"{asked} {plan.dry_run_status or ''}".rstrip()
 
 
 def dry_run_status(ctx: Any, spec: Any) -> str:

@@ -18,10 +18,12 @@ from pydantic import BaseModel, Field
 from posttrain.errors import BackendError, ConfigError
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
+from posttrain.runs.run_lock import LaunchLock
 from posttrain.spec import MAX_NAME, RunSpec, load_spec
 from posttrain.tools.approval import Decision, decide, needs_asking, still_counts, unapproved
 from posttrain.tools.budget import BudgetPolicy, Ledger
-from posttrain.tools.plan import CostEstimate
+from posttrain.tools.launch_steps import create_run, ready_backend
+from posttrain.tools.plan import CostEstimate, price_text
 from posttrain.tools.resolve import RunPlan, resolve
 
 MAX_SEEDS = 16
@@ -83,8 +85,12 @@ def _total(costs: list[CostEstimate]) -> CostEstimate:
         update={
             "expected_s": combine(c.expected_s for c in costs),
             "expected_high_s": combine(c.expected_high_s for c in costs),
+            "run_s": combine(c.run_s for c in costs),
+            "run_high_s": combine(c.run_high_s for c in costs),
             "expected_usd": add("expected_usd"),
             "expected_high_usd": add("expected_high_usd"),
+            "run_usd": add("run_usd"),
+            "run_high_usd": add("run_high_usd"),
             "worst_case_usd": add("worst_case_usd"),
             "basis": f"{len(costs)} runs, one per seed: {first.basis}",
         }
@@ -94,14 +100,17 @@ def _total(costs: list[CostEstimate]) -> CostEstimate:
 def group_question(group: GroupPlan) -> str:
     spec, cost = group.plans[0].spec, group.cost
     gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
-    return (
-        f"Launch a group of {len(group.seeds)} runs of {spec.model.name} "
-        f"({spec.algorithm.kind}, {spec.algorithm.steps} steps, seeds "
-        f"{', '.join(map(str, group.seeds))}), each on {gpu} for up to "
-        f"{cost.timeout_s / 60:.0f} min: estimated ${cost.expected_usd:.2f} in all (up to "
-        f"${cost.expected_high_usd:.2f}), at most ${cost.worst_case_usd:.2f}? "
-        f"{group.plans[0].dry_run_status or ''}"
-    ).rstrip()
+    steps = spec.algorithm.steps
+    price = price_text(cost, steps, runs=len(group.seeds))
+    what = (
+        f"a group of {len(group.seeds)} runs of {spec.model.name} ({spec.algorithm.kind}, "
+        f"{steps} steps, seeds {', '.join(map(str, group.seeds))}), each on {gpu}"
+    )
+    if cost.stop_step is not None:
+        asked = f"{price} Launch {what} anyway, for at most ${cost.worst_case_usd:.2f} in all?"
+    else:
+        asked = f"Launch {what} for up to {cost.timeout_s / 60:.0f} min: {price}?"
+    return f"{asked} {group.plans[0].dry_run_status or ''}".rstrip()
 
 
 def group_runs(ctx: Any, group_id: str) -> list[str]:
@@ -130,8 +139,6 @@ def launch_group(
     result_type: Any,
 ) -> Any:
     """Start every run of the group, or none; the result lists them."""
-    from posttrain.tools.launch import ready_backend
-
     first = group.plans[0]
     base = {
         "spec_id": first.spec_id,
@@ -160,37 +167,56 @@ def launch_group(
         return result_type(**base, **stop)
     approved_by = approved_by or "human"
     order = iter(group.plans)
+    locks: dict[str, LaunchLock] = {}  # each run's, held until its handle is recorded
 
     def create(seq: int) -> str:
-        from posttrain.tools.launch import create_run
-
         plan = next(order)
-        run_id = create_run(ctx, plan, seq, approved_by)
+        made: list[LaunchLock] = []
+        run_id = create_run(ctx, plan, seq, approved_by, made)
+        locks[run_id] = made[0]
         meta = read_json(ctx.root / run_id / RUN_META)
         meta.update(group_id=group.group_id, seed=plan.spec.algorithm.seed)
         write_json_atomic(ctx.root / run_id / RUN_META, meta)
         return run_id
 
-    try:
-        reservation = ledger.reserve(
-            policy=policy,
-            key=group.key,
-            spec_id=spend_id,
-            worst_case_usd=worst,
-            approved_by=approved_by,
-            create=create,
-            still_counts=lambda run_id: still_counts(ctx, run_id, group.explicit_key),
-            token=confirmation_token if approved_by == "token" else None,
-            runs=len(group.plans),
-        )
-    except sqlite3.OperationalError as exc:
-        raise BackendError(f"cannot record the launch in {ledger.path}: {exc}") from None
     failed = []
-    for plan, run_id in zip(group.plans, reservation.run_ids, strict=True):
+    try:
         try:
-            submit_and_record(backend, plan, ctx.root / run_id, lambda r=run_id: ledger.release(r))
-        except BackendError as exc:
-            failed.append(f"{run_id}: {exc}")
+            reservation = ledger.reserve(
+                policy=policy,
+                key=group.key,
+                spec_id=spend_id,
+                worst_case_usd=worst,
+                approved_by=approved_by,
+                create=create,
+                still_counts=lambda run_id: still_counts(ctx, run_id, group.explicit_key),
+                token=confirmation_token if approved_by == "token" else None,
+                runs=len(group.plans),
+            )
+        except sqlite3.OperationalError as exc:
+            raise BackendError(f"cannot record the launch in {ledger.path}: {exc}") from None
+        if reservation.existing:  # another launch took the key meanwhile
+            found = existing_group(ctx, group) or [reservation.run_id]
+            return result_type(
+                status="existing",
+                run_id=found[0],
+                run_ids=found,
+                group_id=read_json(ctx.root / found[0] / RUN_META).get("group_id"),
+                **base,
+                message="this group was already started with this key; nothing new started",
+            )
+        for plan, run_id in zip(group.plans, reservation.run_ids, strict=True):
+            try:
+                submit_and_record(
+                    backend, plan, ctx.root / run_id, lambda r=run_id: ledger.release(r)
+                )
+            except BackendError as exc:
+                failed.append(f"{run_id}: {exc}")
+            finally:
+                locks.pop(run_id).release()
+    finally:
+        for lock in locks.values():
+            lock.release()
     ctx.index.sync(list(reservation.run_ids))
     started = len(reservation.run_ids) - len(failed)
     message = f"started group {group.group_id}: {started} run(s) on {first.backend}; poll get_run"
@@ -210,7 +236,6 @@ def launch_group(
 def ask_group(group: GroupPlan, confirmation_token: str | None, ctx: Any) -> str | None:
     """The question for the group, or None when nobody needs asking."""
     from posttrain.errors import PosttrainError
-    from posttrain.tools.launch import ready_backend
 
     if existing_group(ctx, group):
         return None

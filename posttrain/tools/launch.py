@@ -9,14 +9,13 @@ backend outside the lock, and recorded (posttrain.runs.backend). The same idempo
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import BackendError, ConfigError, PosttrainError
-from posttrain.runs.backend import Backend, submit_and_record
-from posttrain.runs.layout import RUN_META, SPEC, new_run_id, write_json_atomic
+from posttrain.errors import BackendError, PosttrainError
+from posttrain.runs.backend import submit_and_record
+from posttrain.runs.run_lock import LaunchLock
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.approval import (
     Decision,
@@ -30,6 +29,7 @@ from posttrain.tools.approval import (
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
 from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_group
+from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate
 from posttrain.tools.resolve import RunPlan, resolve
 
@@ -63,21 +63,6 @@ class LaunchResult(BaseModel):
     run_ids: list[str] = Field(default_factory=list, description="A group's runs, by seed.")
     seeds: list[int] = Field(default_factory=list)
     message: str
-
-
-def refuse_local_weights(spec: RunSpec) -> None:
-    """A local run trains tiny-local or a stand-in; a real model's weights never load here."""
-    m = spec.model
-    if spec.compute.backend != "local" or m.stand_in or m.random_weights:
-        return
-    if m.preset is not None and m.preset.hf_repo is None:
-        return  # tiny-local, the demo
-    raise ConfigError(
-        f"compute.backend 'local' would load {m.name}'s real weights onto this machine's CPU; "
-        f"locally, posttrain dry-runs your spec on a stand-in of the same family instead "
-        f"(`smoke_run`, or `posttrain smoke SPEC`: free, about a minute). To train "
-        f"{m.name} itself, set compute.backend: modal"
-    )
 
 
 def human_question(
@@ -138,26 +123,31 @@ def launch(
     if stop := unapproved(outcome, token, question(plan) if token else "", again, "was started"):
         return LaunchResult(**base, **stop)
     approved_by = approved_by or "human"
+    locks: list[LaunchLock] = []  # held until the run's handle is recorded
     try:
-        reservation = ledger.reserve(
-            policy=policy,
-            key=plan.key,
-            spec_id=plan.spec_id,
-            worst_case_usd=worst,
-            approved_by=approved_by,
-            create=lambda seq: create_run(ctx, plan, seq, approved_by),
-            still_counts=lambda run_id: still_counts(ctx, run_id, plan.explicit_key),
-            token=confirmation_token if approved_by == "token" else None,
-        )
-    except sqlite3.OperationalError as exc:
-        raise BackendError(
-            f"cannot record the launch in {ledger.path}: {exc}; free disk space or make "
-            f"{ledger.path.parent} writable; nothing was started"
-        ) from None
-    if reservation.existing:
-        return _existing_result(reservation.run_id, base)
-    run_dir = ctx.root / reservation.run_id
-    submit_and_record(backend, plan, run_dir, lambda: ledger.release(reservation.run_id))
+        try:
+            reservation = ledger.reserve(
+                policy=policy,
+                key=plan.key,
+                spec_id=plan.spec_id,
+                worst_case_usd=worst,
+                approved_by=approved_by,
+                create=lambda seq: create_run(ctx, plan, seq, approved_by, locks),
+                still_counts=lambda run_id: still_counts(ctx, run_id, plan.explicit_key),
+                token=confirmation_token if approved_by == "token" else None,
+            )
+        except sqlite3.OperationalError as exc:
+            raise BackendError(
+                f"cannot record the launch in {ledger.path}: {exc}; free disk space or make "
+                f"{ledger.path.parent} writable; nothing was started"
+            ) from None
+        if reservation.existing:
+            return _existing_result(reservation.run_id, base)
+        run_dir = ctx.root / reservation.run_id
+        submit_and_record(backend, plan, run_dir, lambda: ledger.release(reservation.run_id))
+    finally:
+        for lock in locks:
+            lock.release()
     ctx.index.sync([reservation.run_id])
     return LaunchResult(
         status="started",
@@ -176,51 +166,6 @@ def _existing_result(run_id: str, base: dict[str, Any]) -> LaunchResult:
         message=f"run {run_id} was already started with this idempotency key; nothing new "
         f"was started",
     )
-
-
-def create_run(ctx: Context, plan: RunPlan, seq: int, approved_by: str) -> str:
-    """The run folder, `reserved`: spec.json and run.json (the plan's answers), nothing
-    running yet. Called inside the ledger's transaction."""
-    run_id = new_run_id()
-    run_dir = ctx.root / run_id
-    try:
-        run_dir.mkdir(parents=True, exist_ok=False)
-        (run_dir / SPEC).write_text(plan.spec.to_json(), encoding="utf-8")
-        write_json_atomic(
-            run_dir / RUN_META,
-            {
-                "run_id": run_id,
-                "created_at": time.time(),
-                "status": "reserved",
-                "seq": seq,
-                "approved_by": approved_by,
-                **plan.run_meta(),
-            },
-        )
-    except FileExistsError:  # another run's folder: never touch it
-        raise BackendError(f"run id {run_id} is taken; launch again for a fresh id") from None
-    except OSError as exc:  # a full or read-only disk: say so, leave nothing half-made
-        import shutil
-
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise BackendError(
-            f"cannot create the run directory in {ctx.root}: {exc.strerror or exc}; free disk "
-            f"space or make it writable (or set POSTTRAIN_HOME elsewhere); nothing was started"
-        ) from None
-    return run_id
-
-
-def ready_backend(ctx: Context, plan: RunPlan) -> Backend:
-    """The plan's backend, once it says it can start a run now (Modal: a token is configured;
-    no network needed): a launch that cannot start fails here, before anyone approves it."""
-    backend = ctx.backends.get(plan.backend)
-    if backend is None:
-        raise ConfigError(
-            f"compute.backend '{plan.backend}' is not available here; "
-            f"use backend 'local' for a free run on this machine"
-        )
-    backend.ready()
-    return backend
 
 
 def smoke_plan(

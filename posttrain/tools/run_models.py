@@ -48,6 +48,11 @@ class RunDetail(RunSummary):
     stalled: bool = False
     unreachable: str | None = Field(None, description="Set while the backend cannot be reached.")
     cause: str | None = Field(None, description="Why the run failed or was cancelled.")
+    still_running: list[str] = Field(
+        default_factory=list,
+        description="The run's processes (trainer, supervisor) still alive though its status "
+        "is final; cancel_run stops them.",
+    )
     trend: Trend = Field(default_factory=Trend)
     components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
     checkpoints: list[dict[str, Any]] = Field(default_factory=list)

@@ -114,7 +114,8 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     rewards = [m["reward"] for m in metrics if isinstance(m.get("reward"), int | float)]
     start = row["started_at"] or row["created_at"]
     end = row["ended_at"] if row["status"] in FINAL_STATUSES else now
-    spec = read_json(Path(row["run_dir"]) / SPEC)
+    run_dir, backend = Path(row["run_dir"]), ctx.backend(row["backend"] or "local")
+    spec = read_json(run_dir / SPEC)
     summary = _summary_fields(row, now, ctx)
     timeout = (spec.get("compute") or {}).get("timeout_s")
     meta = read_json(Path(row["run_dir"]) / RUN_META)
@@ -132,8 +133,9 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         ended_at=row["ended_at"],
         elapsed_s=round(end - start, 1) if start and end else None,
         stalled=is_stalled(row, now),
-        unreachable=ctx.backend(row["backend"] or "local").unreachable(Path(row["run_dir"])),
+        unreachable=backend.unreachable(run_dir),
         cause=row["cause"],
+        still_running=backend.leftover(run_dir) if row["status"] in FINAL_STATUSES else [],
         trend=trend(rewards),
         components=(metrics[-1].get("components") or {}) if metrics else {},
         checkpoints=ctx.index.checkpoints(run_id),
@@ -321,15 +323,19 @@ def sample_traces(
 
 
 def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -> CancelResult:
-    """Stop a run and report whether it really stopped."""
+    """Stop a run and report whether it really stopped: every process of the run is gone
+    afterwards, whatever status the index held (a run marked final whose trainer went on is
+    stopped too)."""
     ctx = ctx or Context()
     row = ctx.run(run_id)
-    if row["status"] in FINAL_STATUSES:
+    backend = ctx.backend(row["backend"] or "local")
+    run_dir = Path(row["run_dir"])
+    if row["status"] in FINAL_STATUSES and not backend.leftover(run_dir):
         return CancelResult(
             run_id=run_id, stopped=True, how=f"already {row['status']}", status=row["status"]
         )
-    result = ctx.backend(row["backend"] or "local").cancel(Path(row["run_dir"]), grace_s=grace_s)
-    ctx.index.ingest(Path(row["run_dir"]), final=True)
+    result = backend.cancel(run_dir, grace_s=grace_s)
+    ctx.index.ingest(run_dir, final=True)
     row = ctx.run(run_id)
     return CancelResult(
         run_id=run_id, stopped=result["stopped"], how=result["how"], status=_status(row)
