@@ -2,11 +2,14 @@
 bounds, the verdicts, and the built-in calculator. (End to end, through the isolated child,
 the MCP server and the CLI: test_environments.py.)"""
 
+import pytest
+
 from posttrain.environments.calculator import Calculator, rows
 from posttrain.environments.episode import Bounds, play
 from posttrain.environments.loader import load
 from posttrain.environments.scenarios import run_scenarios
 from posttrain.environments.verdicts import verdicts
+from posttrain.errors import ConfigError
 from posttrain.toolcalls import tagged_calls
 
 BOUNDS = Bounds(max_turns=3, tool_timeout_s=1.0, max_result_chars=50)
@@ -104,3 +107,15 @@ def test_every_tool_is_called_within_the_turn_bound_and_a_demo_longer_than_it_is
     assert any(
         f.startswith("demo: the demonstration needs more tool-calling turns") for f in flagged
     )
+
+
+def test_an_environment_whose_constructor_hangs_is_a_clear_error_within_the_bound(tmp_path):
+    (tmp_path / "stuck.py").write_text(
+        "import time\nclass Stuck:\n    def __init__(self):\n        time.sleep(100)\n"
+        "    def reset(self, **row):\n        return None\n"
+    )
+    bounds = Bounds(max_turns=1, tool_timeout_s=0.2, max_result_chars=50)
+    with pytest.raises(ConfigError, match=r"creating the environment failed: did not return"):
+        run_scenarios(
+            load(f"{tmp_path / 'stuck.py'}:Stuck", None), [], bounds, None, None, None, print
+        )

@@ -103,7 +103,7 @@ def shown(value: Any) -> Any:
     return value
 
 
-def _guarded(fn: Callable[[], Any], seconds: float) -> tuple[Any, str | None]:
+def guarded(fn: Callable[[], Any], seconds: float) -> tuple[Any, str | None]:
     """fn() within the bound: (value, None) or (None, what went wrong)."""
     try:
         with time_bound(seconds):
@@ -119,9 +119,10 @@ def _call(tools: dict[str, Callable[..., Any]], name: str, args: dict[str, Any],
     if name not in tools:
         value, error = None, f"Tool {name} not found."  # TRL's words
     else:
-        value, error = _guarded(lambda: tools[name](**args), b.tool_timeout_s)
+        # TRL shows the model str(result): made inside the bound (a __str__ is code too)
+        value, error = guarded(lambda: str(tools[name](**args)), b.tool_timeout_s)
     seconds = round(time.monotonic() - start, 3)
-    text = str({"error": error}) if error else str(value)  # TRL: str(result)
+    text = str({"error": error}) if error else value
     cut = len(text) > b.max_result_chars
     seen = text[: b.max_result_chars]
     record = CallRecord(
@@ -134,13 +135,13 @@ def play(loaded: Loaded, row: dict[str, Any], script: list[str], b: Bounds) -> E
     """The episode the scripted assistant turns make: the last turn repeats if the script is
     shorter than the episode (so `same call forever` meets the turn bound)."""
     episode = Episode()
-    made, problem = _guarded(loaded.new, b.tool_timeout_s)
+    made, problem = guarded(loaded.new, b.tool_timeout_s)
     if problem:
         episode.problems.append(f"creating the environment failed: {problem}")
         return episode
     instance, tools = made
     if instance is not None:
-        observation, problem = _guarded(lambda: instance.reset(**row), b.tool_timeout_s)
+        observation, problem = guarded(lambda: instance.reset(**row), b.tool_timeout_s)
         if problem:
             episode.problems.append(f"reset(**row) failed: {problem}")
             return episode
@@ -169,7 +170,7 @@ def play(loaded: Loaded, row: dict[str, Any], script: list[str], b: Bounds) -> E
             record, _seen = _call(tools, name, args, b)
             turn.calls.append(record)
     if instance is not None and callable(getattr(instance, "get_reward", None)):
-        value, problem = _guarded(instance.get_reward, b.tool_timeout_s)
+        value, problem = guarded(instance.get_reward, b.tool_timeout_s)
         if problem:
             episode.problems.append(f"get_reward() failed: {problem}")
         elif isinstance(value, bool) or not isinstance(value, int | float):

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain.environments.episode import Bounds, Episode, play
+from posttrain.environments.episode import Bounds, Episode, guarded, play
 from posttrain.environments.loader import Loaded, schemas
+from posttrain.errors import ConfigError
 from posttrain.rewards.tool_call import normalise_calls
 from posttrain.toolcalls import Call, call_text
 
@@ -168,7 +169,10 @@ def run_scenarios(
     """Every scenario (or those in `only`), each reported through `report` as it finishes
     (the parent keeps what a crashing child had done). The first row plays them all; the
     demonstration plays on the first row that has one."""
-    instance, tools = loaded.new()
+    made, problem = guarded(loaded.new, bounds.tool_timeout_s)
+    if problem:
+        raise ConfigError(f"creating the environment failed: {problem}")
+    instance, tools = made
     tool_schemas, problems = schemas(tools)
     demo_row, demo = _demo(rows, demo_column)
     for name, script in _scripts(tool_schemas, demo, bounds.max_turns).items():
