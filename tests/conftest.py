@@ -10,6 +10,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub, and fail fast if asked
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# OpenMP threads that wait for work sleep instead of spinning: the trainers the tests start
+# (and this process's torch) share 2 cores with each other and with other suites, and
+# spinning threads steal them. 150 steps of a small MLP, 2 threads, on 2 cores with 3 other
+# trainers running (load 9-11): default 145 s, ACTIVE > 300 s, PASSIVE 7-11 s. Set before
+# anything imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "rhyme_qa.jsonl"
