@@ -194,7 +194,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """
 
         def body() -> RewardCheck:
-            from posttrain.paths import confine, confine_reward
+            from posttrain.paths import confine
+            from posttrain.rewards.registry import confine_reward
 
             confine_reward(reward, roots)
             if data is not None:
