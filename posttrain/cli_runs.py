@@ -151,6 +151,8 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
 
         def render(rows: list[dict[str, Any]]) -> None:
             table = Table("run", "status", "model", "kind", "step", "reward", "best", "age")
+            table.columns[0].no_wrap = True  # an id is copied into the next command: never cut
+            table.columns[0].min_width = max((len(r["run_id"]) for r in rows), default=3)
             for r in rows:
                 group = f"\n{r['group_id']} seed {r['seed']}" if r.get("group_id") else ""
                 table.add_row(
@@ -178,10 +180,17 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         detail = guarded(lambda: tools.get_run(run_id, verbose=verbose or plot))
 
         def render(d: dict[str, Any]) -> None:
+            if d["phase"] == "warmstart":  # its steps are the warm-start's, not training's
+                where = (
+                    f"warm-start step {d['step']}/{d['warmstart_steps'] or '?'}, then "
+                    f"{d['total_steps']} training steps"
+                )
+            else:
+                where = f"step {d['step']}/{d['total_steps']}"
             console.print(
                 f"[bold]{d['run_id']}[/bold] {d['status']} (stage {d['stage']}), "
-                f"{d['kind']} on {d['model']}, step {d['step']}/{d['total_steps']}"
-                f"{' [warmstart]' if d['phase'] == 'warmstart' else ''}"
+                f"{d['kind']} on {d['model']}, {where}",
+                highlight=False,
             )
             t = d["trend"]
             console.print(
@@ -204,6 +213,7 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                     "components: "
                     + ", ".join(f"{untrusted(k)} {v:.3f}" for k, v in d["components"].items())
                 )
+            _render_detail_extras(d)
             if d["metrics"] and plot:
                 rewards = [m.get("reward") for m in d["metrics"]]
                 console.print(chart(rewards, label="reward per step"))
@@ -212,6 +222,29 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                     console.print(untrusted(json.dumps(m)))
 
         emit(detail.model_dump(mode="json"), as_json, render)
+
+    def _render_detail_extras(d: dict[str, Any]) -> None:
+        """What get_run's JSON says beyond the headline: projection, health warnings, what a
+        dry run proved and could not, the evaluation."""
+        if d["projection"]:
+            console.print(f"projection: {untrusted(d['projection']['note'])}", highlight=False)
+        for warning in d["health"]:
+            console.print(f"[yellow]health:[/yellow] {untrusted(warning)}", highlight=False)
+        dry = d["dry_run"]
+        if dry:
+            console.print(f"dry run ({'complete' if dry.get('complete') else 'under way'}):")
+            for item in dry.get("proved") or []:
+                console.print(f"  proved: {untrusted(str(item))}", highlight=False)
+            for item in dry.get("cannot_prove") or []:
+                console.print(f"  cannot prove: {untrusted(str(item))}", highlight=False)
+            console.print(f"  rewards: {untrusted(dry['rewards'])}", highlight=False)
+        if d["evaluation"]:
+            e = d["evaluation"]
+            console.print(
+                f"evaluation: {untrusted(e['verdict'])} ({e['tasks_used']} tasks; reward "
+                f"{num(e['reward_base'])} -> {num(e['reward_trained'])})",
+                highlight=False,
+            )
 
     @run_app.command("logs")
     def run_logs(
@@ -267,20 +300,39 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         page = guarded(lambda: tools.sample_traces(run_id, step, n, order, phase))  # type: ignore[arg-type]
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
+            heads = page.shared  # whole rows in the files: each shared head put back
             for s, rows in page.steps.items():
+                whole = [
+                    r.model_copy(update={f: h + (getattr(r, f) or "") for f, h in heads.items()})
+                    for r in rows
+                ]
                 (out / f"step_{s:04d}.jsonl").write_text(
-                    "".join(r.model_dump_json() + "\n" for r in rows), encoding="utf-8"
+                    "".join(r.model_dump_json() + "\n" for r in whole), encoding="utf-8"
                 )
 
         def render(p: dict[str, Any]) -> None:
+            for field, head in p["shared"].items():
+                console.rule(f"every sample's {field} starts with")
+                console.print(untrusted(head), highlight=False)
             for s, rows in p["steps"].items():
                 console.rule(f"step {s} ({order} {len(rows)})")
                 for r in rows:
                     comps = ", ".join(f"{untrusted(k)} {v:.2f}" for k, v in r["components"].items())
                     console.print(f"[bold]reward {num(r['reward'])}[/bold]  {comps}")
                     console.print(f"[dim]prompt:[/dim] {untrusted(r['prompt'])}")
+                    if r.get("rendered"):
+                        more = " (after the head above)" if "rendered" in p["shared"] else ""
+                        console.print(f"[dim]rendered{more}:[/dim]")
+                        console.print(untrusted(r["rendered"]), highlight=False)
+                    if r.get("trained"):
+                        more = " (after the head above)" if "trained" in p["shared"] else ""
+                        console.print(f"[dim]trained on{more}:[/dim]")
+                        console.print(untrusted(r["trained"]), highlight=False)
+                    console.print("[dim]completion:[/dim]")
                     console.print(untrusted(r["completion"]), highlight=False)
                     console.print()
+            if p.get("note"):
+                console.print(f"[dim]{untrusted(p['note'])}[/dim]")
             if out is not None:
                 console.print(f"wrote {len(p['steps'])} file(s) to {out}")
 

@@ -64,7 +64,10 @@ class ModelSpec(Strict):
         description="A preset name, a local path, or an HF repo id.",
     )
     chat_template_kwargs: dict[str, Any] | None = Field(
-        None, description="Passed to the chat template; None: the preset's (Qwen3: no thinking)."
+        None,
+        description="Passed to the chat template, e.g. {enable_thinking: true} to let Qwen3 "
+        "write a <think> block before its answer; None: the preset's (Qwen3: "
+        "{enable_thinking: false}, the generation prompt ends with an empty think block).",
     )
     random_weights: bool = Field(
         False, description="Build the preset's shape with random weights (benchmarks only)."

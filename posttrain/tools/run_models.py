@@ -126,6 +126,11 @@ class TracePage(BaseModel):
         None, description="More steps matched than one page holds: pass this as steps."
     )
     note: str | None = None
+    shared: dict[str, str] = Field(
+        default_factory=dict,
+        description="What every sample of the page starts with, said once: by field (rendered, "
+        "trained), the head (system prompt, tool schemas) each row's value continues.",
+    )
 
 
 class CancelResult(BaseModel):

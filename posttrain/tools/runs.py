@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from posttrain.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import FINAL_STATUSES, SPEC, read_json
+from posttrain.tools import trace_page
 from posttrain.tools.context import Context, is_stalled
 from posttrain.tools.health import dry_run_summary, evaluation_summary, run_health
 from posttrain.tools.run_models import (
@@ -34,7 +35,7 @@ from posttrain.tools.run_models import (
 MAX_LOG_LINES = 2000
 MAX_TRACE_SAMPLES = 64
 MAX_TRACE_STEPS = 20  # steps per sample_traces page; next_steps pages on
-MAX_TRACE_CHARS = 1_000_000  # prompt and completion text per page (a trace keeps 4,000 each)
+MAX_TRACE_CHARS = trace_page.PAGE_CHARS  # text per page, a shared head said once included
 MAX_CURSOR = 2**63 - 1  # a log cursor is a SQLite integer
 MAX_FOLLOW_S = 60.0
 MAX_METRIC_POINTS = 2000  # per-step metrics in a verbose get_run
@@ -282,9 +283,7 @@ def sample_traces(
     by_step: dict[int, list[dict[str, Any]]] = {s: [] for s in page}
     for r in ctx.index.traces(run_id, page, phase):
         by_step[r["step"]].append(r)
-    out: dict[int, list[TraceRow]] = {}
     rng = random.Random(seed)
-    chars, done = 0, 0
     for step in page:
         at = by_step[step]
         if order == "random":
@@ -294,23 +293,18 @@ def sample_traces(
                 key=lambda r: r["reward"] if r["reward"] is not None else float("-inf"),
                 reverse=order == "best",
             )
-        kept = at[:n]
-        size = sum(
-            len(r["prompt"] or "") + len(r["completion"] or "") + len(r["trained"] or "")
-            for r in kept
-        )
-        if out and chars + size > MAX_TRACE_CHARS:
-            break
-        chars += size
-        out[step] = [TraceRow(**{**r, "group": r["grp"]}) for r in kept]
-        done += 1
-    rest = chosen[done:]
+        by_step[step] = at[:n]
+    kept, shared, left = trace_page.lean(by_step)
+    out = {
+        step: [TraceRow(**{**r, "group": r["grp"]}) for r in rows] for step, rows in kept.items()
+    }
+    rest = left + chosen[len(page) :]
     note = None
-    if rest:
+    if rest or any(len(out[s]) < len(by_step[s]) for s in out):
         note = (
-            f"{len(chosen)} steps matched; this page holds {done} (at most {MAX_TRACE_STEPS} "
-            f"steps and {MAX_TRACE_CHARS:,} characters of text): call again with steps "
-            f"next_steps for more"
+            f"{len(chosen)} steps matched; this page holds {len(out)} (at most "
+            f"{MAX_TRACE_STEPS} steps and {trace_page.PAGE_CHARS:,} characters of text)"
+            + ("" if not rest else ": call again with steps next_steps for more")
         )
     return TracePage(
         run_id=run_id,
@@ -319,6 +313,7 @@ def sample_traces(
         steps=out,
         next_steps=_as_ranges(rest, available) if rest else None,
         note=note,
+        shared=shared,
     )
 
 
