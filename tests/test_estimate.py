@@ -115,8 +115,9 @@ def test_a_run_likely_to_hit_its_timeout_is_warned_and_the_human_told(home, monk
     result = plan(long)
     note = result.cost.timeout_note
     assert note and "likely to be stopped at about step 17 of 100 by its timeout" in note
-    assert result.warnings[0].startswith("Its timeout stops it") and "step 17 of 100" in (
-        result.warnings[0]
+    assert (
+        result.warnings[0].startswith("Its timeout stops it")
+        and "step 17 of 100" in (result.warnings[0])
     )
     ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(home / "vol"))})
     asked = human_question(long, ctx=ctx)
