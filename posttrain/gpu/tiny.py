@@ -16,16 +16,19 @@ from pathlib import Path
 from posttrain.gym import vocabulary
 from posttrain.rewards.phonetics import cache_dir
 
-TINY_FORMAT = 2  # bump when the tokenizer or config changes, so cached builds are redone
+TINY_FORMAT = 3  # bump when the tokenizer or config changes, so cached builds are redone
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>")
 NEWLINE = "\n"
 
-# ChatML as Qwen writes it, with generation markers around what the assistant says.
+# ChatML as Qwen writes it, with generation markers around what the assistant says. The
+# newline that ends a turn is inside them: the demo's warm start was measured to learn (and
+# its GRPO to find the rhymes by step ~300) with the loss on it; without it, the same seed's
+# warm start lands elsewhere (loss 3.00 against 2.78) and GRPO had not learned by step 371.
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' }}"
     "{%- if message['role'] == 'assistant' %}"
-    "{% generation %}{{- message['content'] + '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}"
+    "{% generation %}{{- message['content'] + '<|im_end|>' + '\\n' }}{% endgeneration %}"
     "{%- else %}"
     "{{- message['content'] + '<|im_end|>' + '\\n' }}"
     "{%- endif %}"
