@@ -239,12 +239,15 @@ def test_an_sft_dry_run_of_tool_chats_on_qwen25_with_a_user_reward_file(offline_
     assert all(p["n"] == 2 for p in curve)
     assert all(p["reward"] is not None for p in curve)
     assert "stand-in of Qwen2.5-0.5B-Instruct: qwen2" in result.dry_run.stand_in
-    rows = [r for s in sample_traces(detail.run_id, steps="first", n=8).steps.values() for r in s]
+    page = sample_traces(detail.run_id, steps="first", n=8)
+    rows = [r for s in page.steps.values() for r in s]
     assert rows
+    head = page.shared.get("rendered", "")  # what every row starts with, said once a page
     for row in rows:
-        assert row.rendered.startswith("<|im_start|>system\nTu es un assistant météo.\n\n# Tools")
-        assert '{"name": "get_weather", "arguments": {"city": "' in row.rendered
-        assert row.rendered.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+        rendered = head + row.rendered
+        assert rendered.startswith("<|im_start|>system\nTu es un assistant météo.\n\n# Tools")
+        assert '{"name": "get_weather", "arguments": {"city": "' in rendered
+        assert rendered.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
         assert row.reward is not None and 0 < row.reward <= 1  # the user's function scored it
     assert detail.dry_run["complete"]
 

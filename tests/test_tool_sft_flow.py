@@ -79,16 +79,15 @@ def test_the_dry_run_succeeds_and_trains_on_the_users_rows_exactly(user, dry_run
     assert detail.status == "succeeded", detail.cause
     raw = {r["conversation"][1]["content"]: r for r in read_rows("tool_chats.jsonl")}
     tokenizer = tokenizers.load_tokenizer("Qwen2.5-1.5B-Instruct").tokenizer
-    traced = [
-        row
-        for step in sample_traces(detail.run_id, steps="1-99", n=8).steps.values()
-        for row in step
-    ]
+    page = sample_traces(detail.run_id, steps="1-99", n=8)
+    head = page.shared.get("trained", "")  # the head every row's text starts with, said once
+    traced = [row for step in page.steps.values() for row in step]
     assert traced and all(row.trained for row in traced)
     multi_turn = 0
     for row in traced:
         source = raw[row.prompt]  # the row's question (multi-turn rows: the same)
-        text = row.trained.replace("⟦", "").replace("⟧", "")
+        trained = head + row.trained
+        text = trained.replace("⟦", "").replace("⟧", "")
         assert text == own_rendering(tokenizer, source)  # the user's row, byte for byte
         schemas = source["functions"]
         schemas = json.loads(schemas) if isinstance(schemas, str) else schemas
@@ -108,7 +107,7 @@ def test_the_dry_run_succeeds_and_trains_on_the_users_rows_exactly(user, dry_run
         ]
         assert '"arguments": "' not in text and "null" not in text  # never double-encoded
         turns = text.count("<|im_start|>assistant")
-        assert row.trained.count("<|im_start|>assistant⟦") == turns == row.trained.count("⟦")
+        assert trained.count("<|im_start|>assistant⟦") == turns == trained.count("⟦")
         multi_turn += turns == 2
     assert multi_turn  # the traces include a call -> tool reply -> answer row
 
