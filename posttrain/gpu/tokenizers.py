@@ -3,7 +3,8 @@
 `load_tokenizer(name)` returns the tokenizer of a preset, a Qwen-family hub id or a local
 model folder, tried in this order:
 
-1. a local folder's own files (`local`);
+1. a local folder's own files (`local`), the folder converted from a packaged preset's or a
+   .gguf path's weights included (posttrain.gpu.weights);
 2. the local Hugging Face cache (`cache`);
 3. the hub, tokenizer files only (a few MB, never weights), when it answers (`hub`);
 4. offline, the embedded Qwen vocabulary (`embedded`): the 151,643 BPE ranks shared by
@@ -79,7 +80,9 @@ def _load(name: str, hub: bool) -> LoadedTokenizer:
 
         return LoadedTokenizer(build_tokenizer(), "tiny", preset.name, None)
     family = family_of(name)
-    folder = expand(name)
+    from posttrain.gpu.weights import local_folder
+
+    folder = local_folder(name) or expand(name)
     if (folder / "config.json").is_file() or (folder / "tokenizer_config.json").is_file():
         return LoadedTokenizer(_from_pretrained(str(folder)), "local", name, _label(family))
     repo = preset.hf_repo if preset is not None else name
