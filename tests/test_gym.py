@@ -40,7 +40,7 @@ def test_the_tiny_tokenizer_round_trips_verse_and_marks_assistant_turns():
     out = tokenizer.apply_chat_template(chat, return_assistant_tokens_mask=True, return_dict=True)
     marked = [t for t, m in zip(out["input_ids"], out["assistant_masks"], strict=True) if m]
     newline = tokenizer("\n")["input_ids"]
-    # the answer, its end and the newline after it (the old chat template trained on it too), nothing else
+    # the answer, its end and the newline after it (trained, as before issue 21), nothing else
     assert marked == [*ids, tokenizer.eos_token_id, *newline]
 
 
