@@ -14,6 +14,12 @@ The model, and why it has this shape (DESIGN.md, "Measured on an H200"):
 - Training runs at the model FLOPs utilisation measured for SFT (6N FLOPs per token).
 - Peak memory is counted tensor by tensor (catalog.memory_estimate_gb), times an allocator
   factor fitted to the measured SFT peak (`fits()`: whether a preset fits a GPU).
+
+On this machine's CPU (`cpu_fitted()`, `cpu_step_s()`), real weights train at rates fitted to
+runs of SmolLM2-135M-Instruct: training at one rate of FLOPs (TRAIN_FLOPS x parameters per
+token, the KL's forward pass added), generation at another, slower one (2 x parameters per
+generated token in batches of a few sequences: per-layer overhead, not arithmetic, bounds it).
+Both scale with the parameter count, so a 4B is priced as ~30x the 135M a token.
 """
 
 from __future__ import annotations
@@ -181,6 +187,97 @@ def fitted() -> Fit:
         sft_preset, True, sft.prompt_tokens, sft.completion_tokens, sft.batch, "sft", 1.0
     )
     return Fit(overhead, factor, mfu, sft.peak_memory_gb / counted, (sft, generate, grpo))
+
+
+# --- This machine's CPU: real weights on the local backend ---------------------------------
+
+CPU_MACHINE = "2 CPU cores (shared), torch 2.13 CPU, fp32, one trainer thread"
+
+
+@dataclass(frozen=True)
+class CpuMeasurement:
+    """A steady step of a real model trained on this machine's CPU (LoRA r16; where: `command`)."""
+
+    what: Literal["grpo", "sft"]
+    model: str  # a preset whose real weights trained
+    batch: int  # completions (GRPO) or rows (SFT) per step
+    prompt_tokens: int  # the rendered prompt, template included
+    completion_tokens: int  # generated (GRPO, mean length) or trained answer tokens (SFT)
+    kl: bool  # GRPO with beta > 0: the reference model's forward pass
+    step_s: float
+    date: str
+    command: str
+    machine: str = CPU_MACHINE
+
+
+# The real demo's spec (posttrain/demo.py) with its first, longer system prompt, run through
+# the local backend with POSTTRAIN_CPU_THREADS=1 at nice 10 while the test suite shared the
+# two cores: medians of steady steps from its events.jsonl.
+_CPU_RUN = "run-261202-073417-21f8: the real demo spec, LoRA r16 on the top 8 of 30 layers"
+CPU_MEASUREMENTS: tuple[CpuMeasurement, ...] = (
+    CpuMeasurement(
+        what="sft",
+        model="SmolLM2-135M-Instruct",
+        batch=8,
+        prompt_tokens=98,
+        completion_tokens=31,
+        kl=False,
+        step_s=16.6,
+        date="2026-12-02",
+        command=f"{_CPU_RUN} (its warm-start, steps 2-8)",
+    ),
+    CpuMeasurement(
+        what="grpo",
+        model="SmolLM2-135M-Instruct",
+        batch=8,
+        prompt_tokens=98,
+        completion_tokens=30,  # the mean completion (29.7 tokens; at most 32)
+        kl=False,
+        step_s=26.4,
+        date="2026-12-02",
+        command=f"{_CPU_RUN} (GRPO steps 2-24)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class CpuFit:
+    train_flops_per_s: float  # TRAIN_FLOPS (+ KL_FLOPS) x parameters x tokens, per second
+    generate_flops_per_s: float  # 2 x parameters x generated tokens, per second
+    anchors: tuple[CpuMeasurement, ...]
+
+
+def _train_flops(n_params: int, tokens: int, kl: bool) -> float:
+    return (TRAIN_FLOPS + (KL_FLOPS if kl else 0)) * n_params * tokens
+
+
+@functools.cache
+def cpu_fitted() -> CpuFit:
+    """The CPU's two rates: training from the SFT measurement, generation from what the GRPO
+    measurement leaves after its training pass."""
+    sft = next(m for m in CPU_MEASUREMENTS if m.what == "sft")
+    grpo = next(m for m in CPU_MEASUREMENTS if m.what == "grpo")
+    n_sft, n_grpo = (get_preset(m.model).n_params for m in (sft, grpo))  # type: ignore[union-attr]
+    sft_tokens = sft.batch * (sft.prompt_tokens + sft.completion_tokens)
+    train_rate = _train_flops(n_sft, sft_tokens, False) / sft.step_s
+    grpo_tokens = grpo.batch * (grpo.prompt_tokens + grpo.completion_tokens)
+    training = _train_flops(n_grpo, grpo_tokens, grpo.kl) / train_rate
+    generating = max(grpo.step_s - training - STEP_OVERHEAD_S, 0.1 * grpo.step_s)
+    generate_rate = 2 * n_grpo * grpo.batch * grpo.completion_tokens / generating
+    return CpuFit(train_rate, generate_rate, (sft, grpo))
+
+
+def cpu_step_s(
+    n_params: int, kind: str, batch: int, prompt_tokens: int, completion_tokens: int, kl: bool
+) -> float:
+    """Seconds per step of a real model of n_params on this machine's CPU."""
+    fit = cpu_fitted()
+    train = _train_flops(n_params, batch * (prompt_tokens + completion_tokens), kl)
+    seconds = train / fit.train_flops_per_s
+    if kind == "grpo":
+        generated = 2 * n_params * batch * completion_tokens
+        seconds += generated / fit.generate_flops_per_s + STEP_OVERHEAD_S
+    return seconds
 
 
 def fits(

@@ -12,6 +12,9 @@ seed tried. The Qwen presets default to LoRA.
 
 from __future__ import annotations
 
+import json
+import random
+from pathlib import Path
 from typing import Any
 
 from posttrain import gym
@@ -57,4 +60,155 @@ def demo_spec(
             "warmstart": {"steps": warmstart_steps, "learning_rate": 2e-3, "batch_size": 32},
         },
         "compute": {"backend": "local", "timeout_s": 3600},
+    }
+
+
+# --- The real-model demo: SmolLM2-135M-Instruct learns to call tools -----------------------
+#
+# Chosen by measurement (2026-12-02, 2 CPU cores shared with the test suite): the 135M base
+# rhymes in 1 of 32 sampled four-line poems (0 of 16 couplets), and after a 30-step SFT
+# warm-start on the gym's verses in ~3%; a GRPO step of 8 completions takes 20-30 s here,
+# so the ~25 steps that fit in ten minutes cannot find rhymes that rare. Asked to call a
+# tool, the base never does (0 of 32, even shown the exact format): it chats about the
+# weather. Eight SFT warm-start steps teach the format, yet sampled calls still come out
+# broken or wrong (reward 0.22 on held-out questions); GRPO with the tool_call reward (right
+# tool, right argument) raised that to 0.42 in 24 steps (run-261202-073417-21f8).
+
+REAL_MODEL = "SmolLM2-135M-Instruct"
+TOOL_CITIES = tuple(
+    "Paris London Tokyo Berlin Madrid Rome Oslo Cairo Lima Dublin Vienna Prague Athens Lisbon "
+    "Warsaw Seoul Delhi Nairobi Toronto Sydney Boston Denver Chicago Dallas Miami Seattle "
+    "Houston Austin Phoenix Atlanta Munich Milan Naples Porto Geneva Zurich Helsinki "
+    "Stockholm Copenhagen Brussels".split()
+)
+# Each tool takes one argument, the city; the question's wording says which tool it needs.
+TOOL_QUESTIONS: dict[str, tuple[str, ...]] = {
+    "get_weather": (
+        "What is the weather in {city} right now?",
+        "Is it raining in {city}?",
+        "How warm is it in {city} today?",
+        "Do I need an umbrella in {city}?",
+    ),
+    "get_time": (
+        "What time is it in {city}?",
+        "What is the local time in {city} now?",
+        "Is it morning or evening in {city} right now?",
+        "Tell me the current time in {city}.",
+    ),
+    "get_population": (
+        "How many people live in {city}?",
+        "What is the population of {city}?",
+        "How big is the population of {city}?",
+        "How many inhabitants does {city} have?",
+    ),
+}
+# Short: every token of it is trained on and generated after, at ~10 ms a token here.
+TOOL_SYSTEM_PROMPT = (
+    "Tools: get_weather, get_time, get_population. Answer with one call, like "
+    '<tool_call>{"name": "get_time", "arguments": {"city": "Rome"}}</tool_call>'
+)
+REAL_DEMO_ROWS = 480  # 40 cities x 12 questions
+REAL_DEMO_STEPS = 24
+REAL_DEMO_WARMSTART_STEPS = 8
+# LoRA on the top 8 of SmolLM2's 30 layers: backward stops there and generation carries 56
+# adapters instead of 210 (a step took 19 s with all-linear, 10-11 s this way, same machine).
+REAL_DEMO_LORA_LAYERS = range(22, 30)
+LINEAR_MODULES = (
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
+
+
+def call_text(name: str, city: str) -> str:
+    """The answer a row expects, as the model writes it."""
+    call = {"name": name, "arguments": {"city": city}}
+    return f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>"
+
+
+def tool_rows(n: int = REAL_DEMO_ROWS, seed: int = 0) -> list[dict[str, Any]]:
+    """Questions that each need one tool call: `prompt`, the expected `tool_call` (the
+    reward's label) and its text form `answer` (the warm-start's target, evaluate's
+    reference). Every (city, question) pair at most once, in a seeded order."""
+    pairs = [
+        (city, tool, question)
+        for city in TOOL_CITIES
+        for tool, questions in TOOL_QUESTIONS.items()
+        for question in questions
+    ]
+    random.Random(seed).shuffle(pairs)
+    return [
+        {
+            "id": f"call-{i}",
+            "prompt": question.format(city=city),
+            "tool_call": {"name": tool, "arguments": {"city": city}},
+            "answer": call_text(tool, city),
+        }
+        for i, (city, tool, question) in enumerate(pairs[:n])
+    ]
+
+
+def write_tool_rows(folder: Path, seed: int = 0) -> Path:
+    """The real demo's data as a JSONL file in `folder` (written once, then reused)."""
+    path = folder / f"tool_calls-{seed}.jsonl"
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = path.with_suffix(".tmp")
+        staging.write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in tool_rows(seed=seed)),
+            encoding="utf-8",
+        )
+        staging.replace(path)
+    return path
+
+
+def real_demo_spec(
+    data: Path,
+    steps: int = REAL_DEMO_STEPS,
+    warmstart_steps: int = REAL_DEMO_WARMSTART_STEPS,
+    seed: int = 0,
+    learning_rate: float = 5e-4,
+) -> dict[str, Any]:
+    """The spec of `posttrain demo --real`: SmolLM2-135M-Instruct, SFT warm-start then GRPO
+    with the tool_call reward, on this machine."""
+    return {
+        "name": "real demo: SmolLM2-135M learns to call tools",
+        "model": {"name": REAL_MODEL},
+        "dataset": {
+            "path": str(data),
+            "system_prompt": TOOL_SYSTEM_PROMPT,
+            "reference_column": "answer",
+            "holdout_share": 0.15,  # 72 held-out: ~60 clean; evaluate proves nothing under 50
+        },
+        "reward": {"name": "tool_call"},
+        "algorithm": {
+            "kind": "grpo",
+            "lora": {
+                "r": 16,
+                "alpha": 32,
+                "dropout": 0.0,
+                "target_modules": [
+                    f"model.layers.{i}.{m}" for i in REAL_DEMO_LORA_LAYERS for m in LINEAR_MODULES
+                ],
+            },
+            "learning_rate": learning_rate,
+            "lr_scheduler": "constant",
+            "steps": steps,
+            "batch_size": 8,
+            "num_generations": 4,
+            "max_prompt_length": 80,
+            "max_completion_length": 32,
+            "temperature": 1.0,
+            "beta": 0.0,
+            "save_every": 0,
+            "seed": seed,
+            "sft_loss": "last_turn",  # SmolLM2's template has no {% generation %} markers
+            "traces": {"every": 4, "samples": 4},
+            "warmstart": {"steps": warmstart_steps, "learning_rate": 1e-3, "batch_size": 8},
+        },
+        "compute": {"backend": "local", "timeout_s": 1800},
     }

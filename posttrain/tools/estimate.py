@@ -18,23 +18,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posttrain.calibration import (
+    CPU_MACHINE,
     MEASUREMENTS,
     STEP_OVERHEAD_S,
+    cpu_fitted,
+    cpu_step_s,
     decode_step_s,
     fitted,
     training_s,
 )
-from posttrain.catalog import GPU_PERF, get_preset, parse_gpu
+from posttrain.catalog import GPU_PERF, get_preset, parse_gpu, shape_of
 from posttrain.spec import RunSpec
 
 STARTUP_S = 180.0  # Modal container start, image pull and weights download, measured coarsely
 PROMPT_TOKENS_GUESS = 128  # prompts are usually far shorter than max_prompt_length
 MAX_UNCERTAINTY = 4.0
 # Local steps, measured on 2 CPU cores (bench/smoke.py): the tiny demo model and the stand-in.
+# Real weights on this CPU are priced by their shape (calibration.cpu_step_s).
 LOCAL_STEP_S = {"tiny": {"grpo": 0.4, "sft": 0.1}, "stand_in": {"grpo": 3.6, "sft": 2.5}}
-LOCAL_STARTUP_S = {"tiny": 15.0, "stand_in": 25.0}
+LOCAL_STARTUP_S = {"tiny": 15.0, "stand_in": 25.0, "real": 30.0}
 UNKNOWN_LOCAL_STEP_S = 30.0
 UNKNOWN_SHAPE_STEP_S = 30.0
+CPU_ANCHOR_UNCERTAINTY = 1.3  # the 135M's own steps vary this much on a shared machine
 
 
 @dataclass
@@ -123,6 +128,8 @@ def step_estimate(spec: RunSpec, measured: list[dict[str, Any]] | None = None) -
             f"exact shape ({', '.join(ids)})",
             runs_used=ids,
         )
+    if spec.compute.backend == "local" and _local_kind(spec) == "real":
+        return _cpu_estimate(spec)
     if spec.compute.backend == "local":
         kind = _local_kind(spec)
         step = LOCAL_STEP_S[kind][spec.algorithm.kind] if kind else UNKNOWN_LOCAL_STEP_S
@@ -159,10 +166,49 @@ def step_estimate(spec: RunSpec, measured: list[dict[str, Any]] | None = None) -
 
 
 def _local_kind(spec: RunSpec) -> str | None:
+    """tiny, stand_in, real (weights whose shape is known: a preset, a folder, a .gguf), or
+    None (a hub id whose shape nothing here says)."""
     preset = spec.model.preset
     if preset is not None and preset.hf_repo is None:
         return "tiny"
-    return "stand_in" if spec.model.stand_in else None
+    if spec.model.stand_in:
+        return "stand_in"
+    return "real" if shape_of(spec.model.name) is not None else None
+
+
+def _cpu_step(spec: RunSpec, kind: str, batch: int) -> float:
+    shape = shape_of(spec.model.name)
+    assert shape is not None
+    a = spec.algorithm
+    prompt = min(PROMPT_TOKENS_GUESS, a.max_prompt_length)
+    kl = kind == "grpo" and a.beta > 0
+    return cpu_step_s(shape.n_params, kind, batch, prompt, a.max_completion_length, kl)
+
+
+def _cpu_estimate(spec: RunSpec) -> StepEstimate:
+    """Real weights on this machine's CPU: the step priced from the model's shape at the
+    rates fitted to the 135M's measured runs."""
+    shape = shape_of(spec.model.name)
+    assert shape is not None
+    a, warm = spec.algorithm, spec.algorithm.warmstart
+    anchor = next(m for m in cpu_fitted().anchors if m.what == a.kind)
+    anchored = get_preset(anchor.model)
+    assert anchored is not None
+    params = abs(math.log2(shape.n_params / anchored.n_params))
+    tokens = abs(math.log2(tokens_per_step(spec) / (anchor.batch * anchor.completion_tokens)))
+    factor = min(MAX_UNCERTAINTY, CPU_ANCHOR_UNCERTAINTY + 0.35 * params + 0.15 * tokens)
+    why = f"x{factor:.2f}: the nearest measurement is {anchor.what.upper()} {anchor.model}"
+    if params >= 0.5:
+        why += ", " + _times(shape.n_params / anchored.n_params, "its parameters")
+    return StepEstimate(
+        step_s=_cpu_step(spec, a.kind, a.batch_size),
+        factor=factor,
+        startup_s=LOCAL_STARTUP_S["real"],
+        warm_step_s=_cpu_step(spec, "sft", warm.batch_size) if warm else 0.0,
+        basis=f"{shape.n_params / 1e6:,.0f}M parameters on this machine's CPU ({CPU_MACHINE}), "
+        f"at the rates fitted to measured runs (posttrain/calibration.py); uncertainty {why}. "
+        f"This machine's own runs of this shape replace it once one has finished",
+    )
 
 
 def _startup(spec: RunSpec) -> float:
@@ -178,6 +224,8 @@ def _warm_step_s(spec: RunSpec) -> float:
         return 0.0
     if spec.compute.backend == "local":
         kind = _local_kind(spec)
+        if kind == "real":
+            return _cpu_step(spec, "sft", warm.batch_size)
         return LOCAL_STEP_S[kind]["sft"] if kind else UNKNOWN_LOCAL_STEP_S
     sft = spec.model_copy(
         update={

@@ -22,6 +22,9 @@ from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
 
 MULTI_GPU_OVERHEAD = 1.1  # data parallel: each GPU trains its own batch, plus all-reduce
+# The longest a local run of real weights may be estimated to take (its upper estimate):
+# this machine runs one trainer at a time, and a GPU does such a run in minutes.
+LOCAL_LIMIT_S = 2 * 3600
 
 
 class PlanResult(BaseModel):
@@ -176,18 +179,58 @@ def _timeout_note(
     )
 
 
-def refuse_local_weights(spec: RunSpec) -> None:
-    """A local run trains tiny-local or a stand-in; a real model's weights never load here."""
+def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
+    """A local run of real weights starts only when the plan's own CPU estimate for its shape
+    is within LOCAL_LIMIT_S and the weights are on this machine (packaged, a folder, a .gguf
+    file, or the Hugging Face cache); tiny-local and stand-ins always run here."""
     m = spec.model
     if spec.compute.backend != "local" or m.stand_in or m.random_weights:
         return
     if m.preset is not None and m.preset.hf_repo is None:
         return  # tiny-local, the demo
-    raise ConfigError(
-        f"compute.backend 'local' would load {m.name}'s real weights onto this machine's CPU; "
-        f"locally, posttrain dry-runs your spec on a stand-in of the same family instead "
-        f"(`smoke_run`, or `posttrain smoke SPEC`: free, about a minute). To train "
-        f"{m.name} itself, set compute.backend: modal"
+    if cost.run_high_s > LOCAL_LIMIT_S:
+        raise ConfigError(
+            f"compute.backend 'local': training {m.name} on this machine's CPU is estimated at "
+            f"{_min(cost.run_s)} (up to {_min(cost.run_high_s)}; {cost.step_s:.1f} s a step), "
+            f"over the {_min(LOCAL_LIMIT_S)} a local run may take. Locally, dry-run your spec "
+            f"on a stand-in of the same family (`smoke_run`, or `posttrain smoke SPEC`: free, "
+            f"about a minute); to train {m.name} itself, set compute.backend: modal"
+        )
+    where = _weights_here(m.name)
+    if where is not None:
+        raise ConfigError(
+            f"compute.backend 'local': {where}. Locally, dry-run your spec on a stand-in "
+            f"(`smoke_run`, or `posttrain smoke SPEC`); to train {m.name} itself, set "
+            f"compute.backend: modal"
+        )
+
+
+def _weights_here(name: str) -> str | None:
+    """Why the model's weights cannot be loaded on this machine, or None when they can."""
+    from posttrain.catalog import get_preset, packaged_weights
+    from posttrain.paths import expand
+
+    preset = get_preset(name)
+    if preset is not None and preset.packaged is not None:
+        packaged_weights(preset)  # ConfigError with the install command when missing
+        return None
+    if preset is None and expand(name).exists():
+        return None  # a model folder or a .gguf file (the spec checked that it exists)
+    repo = preset.hf_repo if preset is not None else name
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(repo or name, "config.json"), str):
+            return None
+    except Exception:  # an unusual cache layout: the hub may still serve it
+        pass
+    from posttrain.gpu.tokenizers import hub_reachable
+
+    if hub_reachable():
+        return None
+    return (
+        f"{name}'s weights are not on this machine (not in the Hugging Face cache) and the "
+        f"hub cannot be reached to download them"
     )
 
 
@@ -202,11 +245,11 @@ def refuse_environment(spec: RunSpec) -> None:
         )
 
 
-def _refusal(spec: RunSpec) -> str | None:
-    """Launch's own words when it refuses this spec where it is aimed (a real model's
-    weights on the local CPU), else None."""
+def _refusal(spec: RunSpec, cost: CostEstimate) -> str | None:
+    """Launch's own words when it refuses this spec where it is aimed (real weights the CPU
+    would take too long on, or cannot load), else None."""
     try:
-        refuse_local_weights(spec)
+        refuse_local_weights(spec, cost)
     except ConfigError as exc:
         return str(exc)
     return None
@@ -247,7 +290,7 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
 
         index = Context().index
     cost = estimate(spec, index)
-    if refused := _refusal(spec):
+    if refused := _refusal(spec, cost):
         modal = spec.model_copy(
             update={"compute": spec.compute.model_copy(update={"backend": "modal"})}
         )

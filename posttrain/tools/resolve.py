@@ -30,11 +30,11 @@ def resolve(
 
     spec = load_spec(spec)
     refuse_environment(spec)
+    cost = estimate(spec, ctx.index)
     if check_runnable:
-        refuse_local_weights(spec)
+        refuse_local_weights(spec, cost)
     columns = check_data(spec)
     base, resume = _base(spec, ctx)
-    cost = estimate(spec, ctx.index)
     return RunPlan(
         spec=spec,
         spec_id=spec.spec_id,
