@@ -19,10 +19,14 @@ from typing import Any
 # CPU sizes: the 151k-wide logits dominate a step of the 10M-parameter stand-in, so a GRPO
 # step costs ~1 s per completion on 2 cores (bench/smoke.py): 2 prompts x 2 generations of
 # 32 tokens keep the proof step and 4 steps within a minute and still exercise grouping.
+# An SFT row is the whole chat (a tool chat with its schemas: ~1,000 tokens), so its logits
+# are 150M floats: 2 rows a step (still a padded batch of rows of different lengths) halve
+# the step (tests/test_tool_sft_flow.py's dry run: 108 s with 4 rows on a quiet machine,
+# 61 s with 2 beside another trainer).
 MAX_COMPLETIONS = 4
 MAX_GENERATIONS = 2
 MAX_COMPLETION_TOKENS = 32
-MAX_SFT_ROWS = 4
+MAX_SFT_ROWS = 2
 MAX_PROMPT_TOKENS = 1024
 WARMSTART_STEPS = 2
 EVAL_PROMPTS = 2
