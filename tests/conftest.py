@@ -16,6 +16,9 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # trainers running (load 9-11): default 145 s, ACTIVE > 300 s, PASSIVE 7-11 s. Set before
 # anything imports torch.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# One thread per trainer: `make test` runs 4 workers on 2 cores, and the tiny model's
+# matrices are too small for a second thread to pay.
+os.environ.setdefault("POSTTRAIN_CPU_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "rhyme_qa.jsonl"
@@ -90,3 +93,26 @@ def wait_listening(port: int, timeout_s: float = 30) -> None:
             return s.connect_ex(("127.0.0.1", port)) == 0
 
     wait_for(listening, timeout_s=timeout_s, every_s=0.2)
+
+
+# The modules that take longest, in the order they should start. Under pytest-xdist
+# (`make test` runs `-n 4 --dist loadfile`) a worker takes whole modules in collection order,
+# so the long ones start first and the short ones fill in around them; without this the demo
+# (minutes) was collected 7th from last and finished alone, 10 minutes into the suite.
+SLOW_FIRST = (
+    "test_demo.py",
+    "test_tool_sft_flow.py",
+    "test_dry_run.py",
+    "test_local_limits.py",
+    "test_groups.py",
+    "test_queue.py",
+    "test_server.py",
+    "test_load.py",
+    "test_training.py",
+    "test_hostile.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: order kept
