@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup demo reward-check browser test lint format bench
+.PHONY: setup demo demo-real reward-check browser test lint format bench
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,10 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(VENV)/bin/posttrain demo
+
+# A real pretrained model (SmolLM2-135M-Instruct) learns to call tools, and evaluate judges it.
+demo-real: setup
+	$(VENV)/bin/posttrain demo --real
 
 reward-check: setup
 	$(VENV)/bin/posttrain reward check rhyme_relevance --data examples/rhyme_qa.jsonl --honest-column verse
