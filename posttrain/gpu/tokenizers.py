@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from posttrain.catalog import STAND_IN_FAMILIES, Family, family_of, get_preset
+from posttrain.catalog import (
+    STAND_IN_FAMILIES,
+    Family,
+    family_of,
+    get_preset,
+    packaged_weights,
+)
 from posttrain.errors import ConfigError
 from posttrain.paths import expand
 from posttrain.rewards.phonetics import cache_dir
@@ -97,6 +103,8 @@ def _load(name: str, hub: bool) -> LoadedTokenizer:
             return LoadedTokenizer(_from_pretrained(repo), "hub", repo, _label(family))
         except Exception:  # gated, renamed or a network error: the embedded one still serves
             pass
+    if preset is not None and preset.packaged is not None:
+        packaged_weights(preset)  # not installed: the error says how to install it
     if family is None:
         raise ConfigError(
             f"no tokenizer for model '{name}' on this machine: it is not in the local Hugging "

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from posttrain.catalog import get_preset, packaged_weights
+from posttrain.errors import ConfigError
 from posttrain.paths import expand
 from posttrain.rewards.phonetics import cache_dir
 
@@ -26,10 +27,15 @@ CONVERT_FORMAT = 1  # bump when the conversion changes, so cached folders are re
 
 
 def gguf_source(name: str) -> Path | None:
-    """The GGUF file behind a model name: a packaged preset's, or a .gguf path; else None."""
+    """The GGUF file behind a model name: a packaged preset's, or a .gguf path; else None.
+    A packaged preset whose package is not installed (a Modal image) loads from the hub:
+    locally, `plan` and `launch` have refused it already, with the install command."""
     preset = get_preset(name)
     if preset is not None:
-        return packaged_weights(preset)
+        try:
+            return packaged_weights(preset)
+        except ConfigError:
+            return None
     path = expand(name)
     if path.suffix.lower() == ".gguf" and path.is_file():
         return path.resolve()
