@@ -82,3 +82,24 @@ def test_rhyme_relevance_takes_flat_parameters_and_pickles():
     reward = RhymeRelevanceReward.from_params(reference_column="answer", min_words_per_line=2)
     assert reward.columns == ("answer",) and reward.rhyme.min_words_per_line == 2
     assert pickle.loads(pickle.dumps(reward)) == reward
+
+
+def test_a_text_is_embedded_once_and_its_remembered_vector_gives_the_same_score(
+    relevance, monkeypatch
+):
+    from posttrain.rewards import relevance as module
+
+    fresh = relevance.score([RELATED, UNRELATED], reference=[REFERENCE] * 2).rewards
+    model = module._load(relevance.embedder.model_name, None)
+    encoded: list[str] = []
+    real_encode = model.encode
+
+    def counting_encode(texts, **kwargs):
+        encoded.extend(texts)
+        return real_encode(texts, **kwargs)
+
+    monkeypatch.setattr(model, "encode", counting_encode)
+    new = "Chlorophyll in a leaf turns light, water and air into sugar, and lets oxygen go."
+    again = relevance.score([RELATED, UNRELATED, new], reference=[REFERENCE] * 3)
+    assert again.rewards[:2] == fresh  # the remembered vectors score exactly as before
+    assert encoded == [new]  # only the text it had not seen was embedded

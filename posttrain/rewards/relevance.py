@@ -16,7 +16,7 @@ import functools
 import logging
 import os
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
@@ -78,6 +78,12 @@ def token_f1(a: str, b: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+# Embeddings of texts seen lately, per (model, device), oldest dropped first: 20,000
+# vectors of 384 floats are 31 MB.
+CACHED_VECTORS = 20_000
+_VECTORS: dict[tuple[str, str | None], OrderedDict[str, Any]] = {}
+
+
 @dataclass(frozen=True)
 class Embedder:
     """Cosine similarity of text pairs with a sentence-transformers model, batched and deduped."""
@@ -104,20 +110,26 @@ class Embedder:
         model = _load(self.model_name, self.device)
         if isinstance(model, Exception):
             return [token_f1(a, b) for a, b in zip(texts_a, texts_b, strict=True)]
-        # Each distinct text is embedded once: GRPO repeats a reference per generation.
+        # Each distinct text is embedded once, and remembered: GRPO repeats a reference per
+        # generation and per epoch, and check_reward scores the same references under every
+        # probe (14 calls; the references were half of each call's tokens).
+        cache = _VECTORS.setdefault((self.model_name, self.device), OrderedDict())
         unique = list(dict.fromkeys([*texts_a, *texts_b]))
-        vectors = model.encode(
-            unique,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        index = {text: i for i, text in enumerate(unique)}
-        return [
-            float(vectors[index[a]] @ vectors[index[b]])
-            for a, b in zip(texts_a, texts_b, strict=True)
-        ]
+        missing = [text for text in unique if text not in cache]
+        if missing:
+            vectors = model.encode(
+                missing,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            cache.update(zip(missing, vectors, strict=True))
+        for text in unique:
+            cache.move_to_end(text)
+        while len(cache) > CACHED_VECTORS:
+            cache.popitem(last=False)
+        return [float(cache[a] @ cache[b]) for a, b in zip(texts_a, texts_b, strict=True)]
 
 
 def rescale(cos: float) -> float:
