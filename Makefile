@@ -35,10 +35,11 @@ browser:
 	  && (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 # Four workers on 2 cores: most tests wait on a trainer, a child process or a deadline, and
-# a worker takes whole modules, longest first (tests/conftest.py), so the demo's minutes
+# a worker takes whole modules, longest first (tests/conftest.py; xdist's own reordering,
+# by number of tests, would start the one-test demo last), so the demo's minutes
 # overlap the rest. Each trainer a test starts uses one thread (tests/conftest.py).
 test: setup browser
-	$(PY) -m pytest -q -n 4 --dist loadfile
+	$(PY) -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder
 
 # lint-imports holds the layers written in pyproject.toml ([tool.importlinter]).
 lint: setup

@@ -96,9 +96,10 @@ def wait_listening(port: int, timeout_s: float = 30) -> None:
 
 
 # The modules that take longest, in the order they should start. Under pytest-xdist
-# (`make test` runs `-n 4 --dist loadfile`) a worker takes whole modules in collection order,
-# so the long ones start first and the short ones fill in around them; without this the demo
-# (minutes) was collected 7th from last and finished alone, 10 minutes into the suite.
+# (`make test` runs `-n 4 --dist loadfile --no-loadscope-reorder`) a worker takes whole
+# modules in collection order, so the long ones start first and the short ones fill in
+# around them; without this the demo (minutes) started 10 minutes into the suite and
+# finished alone.
 SLOW_FIRST = (
     "test_demo.py",
     "test_tool_sft_flow.py",
