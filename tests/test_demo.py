@@ -13,11 +13,13 @@ from tests.conftest import kill_leftover_runs, wait_finished
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.timeout(1200)  # its run may take the 900 s it waits for, then it is evaluated
+# Its run takes ~6 min alone on 2 cores; `make test` runs it beside 3 other workers, and
+# under an outside load as well it took over 15 min (the trainer's one core shared).
+@pytest.mark.timeout(2100)  # the 1,800 s its run may take, then it is evaluated
 def test_the_demo_run_learns_to_rhyme(home):
     run_id = launch(demo_spec()).run_id
     try:
-        wait_finished(run_id, 900, every_s=2)
+        wait_finished(run_id, 1800, every_s=2)
     finally:
         kill_leftover_runs(home)
     detail = get_run(run_id, verbose=True)
