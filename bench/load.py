@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import socket
 import statistics
 import subprocess
@@ -156,6 +157,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Stopped with SIGTERM (a test that gave up on it), it still cancels its runs and stops
+    # its server: the `finally` of run_load runs.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     result = run_load(args.clients, args.seconds)
     if args.json:
         print(json.dumps(result))
