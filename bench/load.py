@@ -24,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import anyio
+
+CALL_LIMIT_S = 60.0  # one tool call's longest wait before it counts as an error
 SPEC = {
     "dataset": {"builtin": "rhyme-gym", "n_rows": 200, "system_prompt": "answer in rhyme"},
     "reward": "rhyme",
@@ -74,8 +77,9 @@ async def client_loop(
                 tool, args = calls[i % len(calls)]
                 i += 1
                 start = time.perf_counter()
-                try:
-                    result = await client.call_tool(tool, args())
+                try:  # a call that never answers is an error here, not a hang
+                    with anyio.fail_after(CALL_LIMIT_S):
+                        result = await client.call_tool(tool, args())
                 except Exception as exc:  # a failed call is the measurement here
                     errors.append(f"{tool}: {type(exc).__name__}: {exc}")
                     continue
