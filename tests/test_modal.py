@@ -282,7 +282,8 @@ def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home,
         env={**os.environ, "POSTTRAIN_MODAL_RUNS_ROOT": str(volume)},
     )
     run_dir = volume / run_id
-    wait_for(lambda: (run_dir / "checkpoints" / "checkpoint-2").is_dir(), timeout_s=180)
+    saved = run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json"  # written last
+    wait_for(saved.exists, timeout_s=180)
     first.send_signal(signal.SIGKILL)  # the container is gone, mid-run
     first.wait()
     assert not any(e["type"] == "result" for e in iter_events(run_dir))

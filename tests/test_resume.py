@@ -190,3 +190,24 @@ def test_resuming_a_resumed_run_and_evaluating_it_keep_the_original_base(home):
         assert got.keys() == original.keys()
         for name, tensor in original.items():
             assert torch.equal(got[name], tensor), f"{run_dir.name}: base {name} differs"
+
+
+def test_a_checkpoint_cut_off_mid_save_is_never_resumed_from(tmp_path):
+    """A container killed while saving leaves checkpoint-N without trainer_state.json (the
+    Trainer writes it last); the retry resumes from the last complete one, or from scratch."""
+    from posttrain.gpu.train import resume_point
+    from posttrain.spec import load_spec
+
+    run_dir = tmp_path / "run-cut-0001"
+    (run_dir / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    (run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json").write_text(
+        '{"global_step": 2}'
+    )
+    (run_dir / "checkpoints" / "checkpoint-4").mkdir()
+    (run_dir / "checkpoints" / "checkpoint-4" / "config.json").write_text("{}")  # cut off here
+    spec = load_spec(
+        {"model": "tiny-local", "dataset": {"builtin": "rhyme-gym"}, "reward": "rhyme"}
+    )
+    assert resume_point(run_dir, spec) == str(run_dir / "checkpoints" / "checkpoint-2")
+    (run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json").unlink()
+    assert resume_point(run_dir, spec) is None  # nothing complete: start again from step 0

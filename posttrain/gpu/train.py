@@ -245,13 +245,25 @@ def checkpoint_step(path: str | Path) -> int:
     return int(Path(path).name.rsplit("-", 1)[1])
 
 
+def _complete(checkpoint: Path) -> bool:
+    """The Trainer writes trainer_state.json last (after the weights, optimizer and RNG
+    states): a container killed mid-save leaves a checkpoint folder without it, and resuming
+    from that fails ("Can't find a valid checkpoint")."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def resume_point(run_dir: Path, spec: RunSpec) -> str | None:
     """The checkpoint training continues from: this run's own last one when it was
     restarted (Modal retries a preempted input), else the one its launch chose to resume
     (run.json `resume`), else None."""
     own = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=checkpoint_step)
-    if own:
-        return str(own[-1])
+    complete = [c for c in own if _complete(c)]
+    if complete:
+        return str(complete[-1])
     resume = read_json(run_dir / RUN_META).get("resume")
     if resume:
         return str(run_dir.parent / check_run_id(resume["run_id"]) / resume["checkpoint"])
