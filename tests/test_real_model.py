@@ -204,3 +204,30 @@ def test_a_merged_export_of_a_real_run_answers_as_its_adapter_does(smollm2, home
 
     for row in held_out[:8]:
         assert greedy(merged, row["prompt"]) == greedy(adapter, row["prompt"])
+
+
+def test_its_tokenizer_reads_the_gguf_without_converting_the_weights(
+    smollm2, tmp_path, monkeypatch
+):
+    """`plan` and `check_dataset` run in the server: on a machine where the weights were never
+    converted, they read the GGUF's tokenizer and leave the ~35 s conversion to the trainer.
+    It is the converted folder's tokenizer, token for token and template for template."""
+    from posttrain.gpu import tokenizers
+
+    monkeypatch.setenv("POSTTRAIN_CACHE", str(tmp_path / "fresh-cache"))
+    tokenizers._load.cache_clear()
+    try:
+        fresh = tokenizers.load_tokenizer(HUB_ID).tokenizer
+    finally:
+        tokenizers._load.cache_clear()
+    assert not (tmp_path / "fresh-cache" / "models").exists()  # nothing converted
+    converted = AutoTokenizer.from_pretrained(smollm2)
+    chat = [
+        {"role": "system", "content": TOOL_SYSTEM_PROMPT},
+        {"role": "user", "content": "Quelle heure est-il à São Paulo ? 🌧"},
+        {"role": "assistant", "content": '<tool_call>{"name": "get_time"}</tool_call>'},
+    ]
+    text = fresh.apply_chat_template(chat, tokenize=False)
+    assert text == converted.apply_chat_template(chat, tokenize=False)
+    assert fresh(text)["input_ids"] == converted(text)["input_ids"]
+    assert fresh.pad_token == converted.pad_token

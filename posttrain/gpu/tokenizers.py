@@ -86,9 +86,17 @@ def _load(name: str, hub: bool) -> LoadedTokenizer:
 
         return LoadedTokenizer(build_tokenizer(), "tiny", preset.name, None)
     family = family_of(name)
-    from posttrain.gpu.weights import local_folder
+    from posttrain.gpu.weights import converted, gguf_source
 
-    folder = local_folder(name) or expand(name)
+    folder = expand(name)
+    if gguf := gguf_source(name):  # packaged weights, or a .gguf path
+        # The converted folder when there is one; else the GGUF's own tokenizer, read in a few
+        # seconds. Converting the weights (~35 s, 538 MB) is the trainer's work, never that of
+        # `plan` or `check_dataset` in the server.
+        folder = converted(gguf)
+        if folder is None:
+            tokenizer = _from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            return LoadedTokenizer(tokenizer, "local", name, _label(family))
     if (folder / "config.json").is_file() or (folder / "tokenizer_config.json").is_file():
         return LoadedTokenizer(_from_pretrained(str(folder)), "local", name, _label(family))
     repo = preset.hf_repo if preset is not None else name

@@ -50,15 +50,22 @@ def converted_path(gguf: Path) -> Path:
     return cache_dir() / "models" / f"{gguf.stem}-{key}-v{CONVERT_FORMAT}"
 
 
+def converted(gguf: Path) -> Path | None:
+    """The folder converted from this file, when a conversion has finished; else None."""
+    path = converted_path(gguf)
+    return path if (path / "posttrain.json").is_file() else None
+
+
 def local_folder(name: str) -> Path | None:
     """The converted model folder for a packaged preset or a .gguf path, converting it on
     first use; None for every other model (its own folder, or the hub)."""
     gguf = gguf_source(name)
     if gguf is None:
         return None
+    if done := converted(gguf):
+        return done
     path = converted_path(gguf)
-    if not (path / "posttrain.json").is_file():
-        convert(gguf, path)
+    convert(gguf, path)
     return path
 
 
