@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import re
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ def token_f1(a: str, b: str) -> float:
 # vectors of 384 floats are 31 MB.
 CACHED_VECTORS = 20_000
 _VECTORS: dict[tuple[str, str | None], OrderedDict[str, Any]] = {}
+_VECTORS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,11 @@ class Embedder:
         # Each distinct text is embedded once, and remembered: GRPO repeats a reference per
         # generation and per epoch, and check_reward scores the same references under every
         # probe (14 calls; the references were half of each call's tokens).
-        cache = _VECTORS.setdefault((self.model_name, self.device), OrderedDict())
         unique = list(dict.fromkeys([*texts_a, *texts_b]))
-        missing = [text for text in unique if text not in cache]
+        with _VECTORS_LOCK:  # the server scores in worker threads
+            cache = _VECTORS.setdefault((self.model_name, self.device), OrderedDict())
+            known = {text: cache[text] for text in unique if text in cache}
+        missing = [text for text in unique if text not in known]
         if missing:
             vectors = model.encode(
                 missing,
@@ -124,12 +128,14 @@ class Embedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-            cache.update(zip(missing, vectors, strict=True))
-        for text in unique:
-            cache.move_to_end(text)
-        while len(cache) > CACHED_VECTORS:
-            cache.popitem(last=False)
-        return [float(cache[a] @ cache[b]) for a, b in zip(texts_a, texts_b, strict=True)]
+            known.update(zip(missing, vectors, strict=True))
+        with _VECTORS_LOCK:
+            for text in unique:
+                cache[text] = known[text]
+                cache.move_to_end(text)
+            while len(cache) > CACHED_VECTORS:
+                cache.popitem(last=False)
+        return [float(known[a] @ known[b]) for a, b in zip(texts_a, texts_b, strict=True)]
 
 
 def rescale(cos: float) -> float:
