@@ -17,6 +17,7 @@ by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012, ...}).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -401,7 +402,8 @@ def shape_of(name: str) -> Preset | None:
         return preset
     path = expand(name)
     if path.is_file() and path.suffix.lower() == ".gguf":
-        return _gguf_shape(path)
+        stat = path.stat()  # a replaced file is read again
+        return _gguf_shape(path.resolve(), stat.st_size, stat.st_mtime_ns)
     config = path / "config.json"
     if not config.is_file():
         return None
@@ -426,8 +428,11 @@ def shape_of(name: str) -> Preset | None:
         return None  # not a causal LM config this estimate understands
 
 
-def _gguf_shape(path: Path) -> Preset | None:
-    """A .gguf file's shape from its metadata (the tensors are memory-mapped, not read)."""
+@functools.lru_cache(maxsize=8)
+def _gguf_shape(path: Path, size: int, mtime_ns: int) -> Preset | None:
+    """A .gguf file's shape from its metadata (the tensors are memory-mapped, not read).
+    Parsing it takes seconds (SmolLM2's 49k-token vocabulary) and one `plan` asks ~4 times:
+    kept per file version."""
     try:
         from gguf import GGUFReader
     except ImportError:

@@ -82,13 +82,19 @@ def test_the_hub_id_resolves_offline_to_an_ordinary_folder_that_loads_in_seconds
     assert "Paris" in answer  # real weights: a pretrained model that knows things
 
 
-def test_a_gguf_path_resolves_to_the_same_conversion_and_its_shape_is_read(smollm2):
+def test_a_gguf_path_resolves_to_the_same_conversion_and_its_shape_is_read(smollm2, home):
     gguf = packaged_weights(SMOLLM2_135M)
     assert gguf is not None and gguf.suffix == ".gguf"
     assert local_folder(str(gguf)) == smollm2 == converted_path(gguf)
     shape = shape_of(str(gguf))
     assert shape is not None and shape.n_params == SMOLLM2_135M.n_params
     assert shape_of(str(smollm2)).n_params == SMOLLM2_135M.n_params
+
+    from posttrain.catalog import _gguf_shape
+
+    parsed = _gguf_shape.cache_info().misses
+    plan(local_spec(str(gguf)))  # asks for the shape several times; the file is read once
+    assert _gguf_shape.cache_info().misses == parsed
 
 
 def test_plan_prices_the_135m_here_and_refuses_a_4b_with_its_cpu_estimate(home):
