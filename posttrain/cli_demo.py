@@ -32,14 +32,19 @@ def register_demo(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
         steps: Annotated[
-            int, typer.Option(min=1, help=f"GRPO steps (--real: {REAL_DEMO_STEPS}).")
-        ] = DEMO_STEPS,
-        warmstart_steps: Annotated[
-            int,
+            int | None,
             typer.Option(
-                min=1, help=f"SFT warm-start steps (--real: {REAL_DEMO_WARMSTART_STEPS})."
+                min=1, help=f"GRPO steps [default: {DEMO_STEPS}; --real: {REAL_DEMO_STEPS}]"
             ),
-        ] = DEMO_WARMSTART_STEPS,
+        ] = None,
+        warmstart_steps: Annotated[
+            int | None,
+            typer.Option(
+                min=1,
+                help=f"SFT warm-start steps [default: {DEMO_WARMSTART_STEPS}; --real: "
+                f"{REAL_DEMO_WARMSTART_STEPS}]",
+            ),
+        ] = None,
         seed: int = 0,
         real: Annotated[
             bool,
@@ -52,12 +57,13 @@ def register_demo(app: typer.Typer) -> None:
         as_json: JsonFlag = False,
     ) -> None:
         """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (~3 min)."""
-        if real:
-            steps = REAL_DEMO_STEPS if steps == DEMO_STEPS else steps
-            if warmstart_steps == DEMO_WARMSTART_STEPS:
-                warmstart_steps = REAL_DEMO_WARMSTART_STEPS
+        if real:  # steps given on the command line are kept, whatever their value
+            steps = steps or REAL_DEMO_STEPS
+            warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS
             _real_demo(tools, launch, steps, warmstart_steps, seed, as_json)
             return
+        steps = steps or DEMO_STEPS
+        warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
         from posttrain.demo import demo_spec
 
         started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
