@@ -33,16 +33,14 @@ def register_demo(app: typer.Typer) -> None:
     def demo(
         steps: Annotated[
             int | None,
-            typer.Option(
-                min=1, help=f"GRPO steps [default: {DEMO_STEPS}; --real: {REAL_DEMO_STEPS}]"
-            ),
+            typer.Option(min=1, help=f"GRPO steps ({DEMO_STEPS}; --real: {REAL_DEMO_STEPS})."),
         ] = None,
         warmstart_steps: Annotated[
             int | None,
             typer.Option(
                 min=1,
-                help=f"SFT warm-start steps [default: {DEMO_WARMSTART_STEPS}; --real: "
-                f"{REAL_DEMO_WARMSTART_STEPS}]",
+                help=f"SFT warm-start steps ({DEMO_WARMSTART_STEPS}; --real: "
+                f"{REAL_DEMO_WARMSTART_STEPS}).",
             ),
         ] = None,
         seed: int = 0,
