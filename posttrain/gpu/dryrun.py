@@ -21,8 +21,8 @@ from typing import Any
 # 32 tokens keep the proof step and 4 steps within a minute and still exercise grouping.
 # An SFT row is the whole chat (a tool chat with its schemas: ~1,000 tokens), so its logits
 # are 150M floats: 2 rows a step (still a padded batch of rows of different lengths) halve
-# the step (tests/test_tool_sft_flow.py's dry run: 108 s with 4 rows on a quiet machine,
-# 61 s with 2 beside another trainer).
+# the logits a step. tests/test_tool_sft_flow.py's dry run took 108 s with 4 rows (serial
+# suite) and 61 s with 2 beside another trainer: two runs, not measured side by side.
 MAX_COMPLETIONS = 4
 MAX_GENERATIONS = 2
 MAX_COMPLETION_TOKENS = 32
