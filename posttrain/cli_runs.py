@@ -292,7 +292,9 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         step: Annotated[str, typer.Option(help="first, last, 1,4-9 ...")] = "first,last",
         n: Annotated[int, typer.Option(min=1, max=64)] = 4,
         order: Annotated[str, typer.Option(help="best, worst or random")] = "best",
-        phase: Annotated[str, typer.Option(help="train or warmstart")] = "train",
+        phase: Annotated[
+            str, typer.Option(help="train, warmstart, scripted, eval_base or eval_trained")
+        ] = "train",
         out: Annotated[Path | None, typer.Option(help="Write step_NNNN.jsonl files here.")] = None,
         as_json: JsonFlag = False,
     ) -> None:
@@ -328,8 +330,11 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                         more = " (after the head above)" if "trained" in p["shared"] else ""
                         console.print(f"[dim]trained on{more}:[/dim]")
                         console.print(untrusted(r["trained"]), highlight=False)
-                    console.print("[dim]completion:[/dim]")
-                    console.print(untrusted(r["completion"]), highlight=False)
+                    if r.get("episode"):
+                        print_episode(r["episode"])
+                    else:
+                        console.print("[dim]completion:[/dim]")
+                        console.print(untrusted(r["completion"]), highlight=False)
                     console.print()
             if p.get("note"):
                 console.print(f"[dim]{untrusted(p['note'])}[/dim]")
@@ -401,3 +406,26 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                 f"({r['how']}); status {r['status']}"
             ),
         )
+
+
+def print_episode(episode: dict[str, Any]) -> None:
+    """An environment run's trace: each turn, each call and what the tool answered."""
+    console.print(
+        f"[dim]episode: {episode.get('turn_count')} turn(s), {episode.get('tool_calls')} tool "
+        f"call(s), {episode.get('tool_errors')} failed[/dim]"
+    )
+    for i, turn in enumerate(episode.get("turns", []), start=1):
+        if turn.get("assistant"):
+            console.print(f"[dim]turn {i}, assistant:[/dim]")
+            console.print(untrusted(turn["assistant"]), highlight=False)
+        for call in turn.get("calls", []):
+            if not call.get("name"):
+                console.print(f"[dim]turn {i}:[/dim] malformed tool call (no tool ran)")
+                continue
+            ok = "" if call.get("ok") else " [red](failed)[/red]"
+            args = json.dumps(call.get("arguments"), ensure_ascii=False)
+            console.print(
+                f"[dim]turn {i}, call:[/dim] {untrusted(call['name'])}({untrusted(args)}) -> "
+                f"{untrusted(str(call.get('result')))}{ok}",
+                highlight=False,
+            )

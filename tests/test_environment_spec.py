@@ -1,5 +1,5 @@
 """The spec's `environment:` field: errors that name the field and the fix, and a spec with
-one that cannot start a run until multi-turn training is built."""
+a plan that says what multi-turn training costs beyond one turn."""
 
 import hashlib
 import json
@@ -27,17 +27,16 @@ def test_a_bad_environment_field_is_named_with_its_fix(environment, words):
     assert words in str(caught.value)
 
 
-def test_an_environment_needs_grpo_and_cannot_be_launched_until_training_is_built(home):
+def test_an_environment_needs_grpo_and_plans_with_a_note_on_multi_turn_cost(home):
     with pytest.raises(ConfigError, match=r"works with algorithm\.kind 'grpo'"):
         load_spec({"environment": "calculator", "algorithm": {"kind": "sft"}})
-    from posttrain.tools.plan import plan, refuse_environment
+    from posttrain.tools.plan import plan
 
     spec = load_spec({"environment": "calculator", "model": "Qwen3-0.6B"})
     assert spec.reward is None  # the environment's get_reward scores; no default is filled in
-    with pytest.raises(ConfigError, match="not built yet"):
-        refuse_environment(spec)
     warnings = plan(spec).warnings
-    assert any(w.startswith("launch would answer: training in an environment") for w in warnings)
+    assert any(w.startswith("multi-turn episodes: each step samples up to 9") for w in warnings)
+    assert not any("environment" in w for w in warnings if w.startswith("launch would answer"))
     assert not any("SFT trains without one" in w for w in warnings)
 
 

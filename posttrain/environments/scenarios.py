@@ -196,3 +196,8 @@ def run_scenarios(
 
 WHAT = {s.name: s.what for s in SCENARIOS}
 WELL_TYPED = {s.name for s in SCENARIOS if s.well_typed}
+
+
+def typed_call(schema: dict[str, Any]) -> Call:
+    """A call of the tool with well-typed sample arguments (from its JSON schema)."""
+    return _call(schema, "typed")

@@ -22,6 +22,14 @@ from posttrain.dataset import prepare
 from posttrain.errors import ConfigError
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
+from posttrain.evals.episodes import (
+    DEFAULT_THRESHOLD,
+    DESCRIBED,
+    LOWER_IS_BETTER,
+    OPTIMISED,
+    episode_metrics,
+    example_text,
+)
 from posttrain.evals.metrics import (
     DIRECTIONLESS,
     MetricResult,
@@ -179,7 +187,14 @@ def evaluate_runs(
             f"only {len(tasks)} clean held-out tasks remain (need at least "
             f"{stats.MIN_TASKS_ANY}); raise dataset.holdout_share"
         )
-    if reward is None and sum(bool(t.get("reference")) for t in tasks) < stats.MIN_TASKS_ANY:
+    episodic = spec.environment is not None  # whole episodes, scored where they were played
+    if episodic:
+        threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    if (
+        not episodic
+        and reward is None
+        and sum(bool(t.get("reference")) for t in tasks) < stats.MIN_TASKS_ANY
+    ):
         raise ConfigError(
             f"the spec names no reward and fewer than {stats.MIN_TASKS_ANY} held-out tasks have "
             f"a reference, so there is nothing to measure; give the spec a reward (e.g. "
@@ -190,7 +205,8 @@ def evaluate_runs(
     job = {
         "prompts": [t["prompt"] for t in tasks],
         "tools": [t.get("tools") for t in tasks],  # the schemas each prompt trained with
-        "references": [t.get("reference") for t in tasks],
+        "references": None if episodic else [t.get("reference") for t in tasks],
+        "rows": tasks if episodic else None,  # reset(**row) of each held-out episode
         "k": k,
         "trained_seed": seeds["trained"],
         "max_new_tokens": spec.algorithm.max_completion_length,
@@ -210,26 +226,32 @@ def evaluate_runs(
             f"trained pass, {len(tasks)} tasks x {k} samples",
         )
         outs.append(generate({**job, "base_seeds": base_seeds}))
-    measure = spec.reward.name if spec.reward else "reference_nll (the spec names no reward)"
-    report(len(generators), steps, f"scoring {len(outs)} run(s) with {measure}")
-
-    # every pass scored in one call: in a child process when the reward is the user's code
-    flat_passes = [[c for task in p for c in task] for p in outs[0]["base"]]
-    flat_passes += [[c for task in o["base"][0] for c in task] for o in outs[1:] if o["base"]]
-    flat_passes += [[c for task in o["trained"] for c in task] for o in outs]
-    rows = [t for t in tasks for _ in range(k)]
-    every_scores = (
-        score_passes(spec, reward, flat_passes, rows) if reward else [None] * len(flat_passes)
-    )
-    scored = iter(
-        per_sample_metrics(reward.headline if reward else (), scores, completions, len(tasks), k)
-        for scores, completions in zip(every_scores, flat_passes, strict=True)
-    )
+    if episodic:
+        report(len(generators), steps, "measuring the episodes (scored where they were played)")
+        scored = iter(
+            episode_metrics(p, threshold)  # type: ignore[arg-type]
+            for p in _each_pass(outs)
+        )
+    else:
+        measure = spec.reward.name if spec.reward else "reference_nll (the spec names no reward)"
+        report(len(generators), steps, f"scoring {len(outs)} run(s) with {measure}")
+        # every pass scored in one call: in a child process when the reward is the user's code
+        flat_passes = [[c for task in p for c in task] for p in _each_pass(outs)]
+        rows = [t for t in tasks for _ in range(k)]
+        every_scores = (
+            score_passes(spec, reward, flat_passes, rows) if reward else [None] * len(flat_passes)
+        )
+        scored = iter(
+            per_sample_metrics(
+                reward.headline if reward else (), scores, completions, len(tasks), k
+            )
+            for scores, completions in zip(every_scores, flat_passes, strict=True)
+        )
     passes = [next(scored) for _ in outs[0]["base"]]
     base_by_seed = [passes[0]] + [next(scored) if o["base"] else passes[0] for o in outs[1:]]
     trained_by_seed = [next(scored) for _ in outs]
 
-    def result(name: str, optimised: bool = True) -> MetricResult:
+    def result(name: str, optimised: bool = True, higher: bool = True) -> MetricResult:
         return metric_result(
             name,
             [p[name] for p in passes],
@@ -237,13 +259,19 @@ def evaluate_runs(
             [t[name] for t in trained_by_seed],
             seed=seed,
             optimised=optimised,
+            higher_is_better=higher,
         )
 
-    names = [n for n in trained_by_seed[0] if n not in DIRECTIONLESS]
-    metrics = [result(name) for name in names]
-    unoptimised = [result(name, optimised=False) for name in DIRECTIONLESS]
+    if episodic:
+        metrics = [result(name) for name in OPTIMISED]
+        unoptimised = [result(n, False, higher=False) for n in LOWER_IS_BETTER]
+        unoptimised += [result(n, optimised=False) for n in DESCRIBED]
+    else:
+        names = [n for n in trained_by_seed[0] if n not in DIRECTIONLESS]
+        metrics = [result(name) for name in names]
+        unoptimised = [result(name, optimised=False) for name in DIRECTIONLESS]
     nll = _nll_metric(outs, seed)
-    if reward is None:
+    if reward is None and not episodic:
         if nll is None:
             raise ConfigError(
                 "the spec names no reward and the references' likelihood could not be measured "
@@ -260,18 +288,19 @@ def evaluate_runs(
     headline = metrics[0]
     rates, needed = (
         _by_reward(reward, passes[0], base_by_seed[0], trained_by_seed[0], headline, threshold, k)
-        if reward
+        if reward or episodic
         else (None, None)
     )
 
     def reward_of(one_pass: dict[str, list[list[float]]], i: int) -> float | None:
-        return one_pass["reward"][i][0] if reward else None
+        return one_pass["reward"][i][0] if reward or episodic else None
 
+    shown = example_text if episodic else (lambda sample: sample)
     examples = [
         {
             "prompt": tasks[i]["prompt_text"],
-            "base": outs[0]["base"][0][i][0],
-            "trained": outs[0]["trained"][i][0],
+            "base": shown(outs[0]["base"][0][i][0]),
+            "trained": shown(outs[0]["trained"][i][0]),
             "base_reward": reward_of(passes[0], i),
             "trained_reward": reward_of(trained_by_seed[0], i),
         }
@@ -314,7 +343,7 @@ def _by_reward(
 ) -> tuple[PassRates, int | None]:
     """Pass rates at the threshold (default: half the reward's range, else the base median),
     and the held-out tasks 80% power needs at the observed effect."""
-    top = reward.value_range[1]
+    top = reward.value_range[1] if reward is not None else float("inf")
     if threshold is None:
         values = [v for task in first_base["reward"] for v in task]
         threshold = 0.5 * top if top != float("inf") else statistics.median(values)
@@ -330,6 +359,14 @@ def _by_reward(
         else None
     )
     return pass_rates(base["reward"], trained["reward"], threshold, k), needed
+
+
+def _each_pass(outs: list[dict[str, Any]]) -> list[Any]:
+    """Every pass in the order the metrics are read: the first run's base passes, each later
+    run's own base pass (when it has one), then each run's trained pass."""
+    every = list(outs[0]["base"])
+    every += [o["base"][0] for o in outs[1:] if o["base"]]
+    return every + [o["trained"] for o in outs]
 
 
 def score_passes(

@@ -115,14 +115,16 @@ class DryRun:
     tokenizer: str
     proved: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
+    also_cannot: list[str] = field(default_factory=list)  # what this spec's dry run adds
 
     def saw(self, fact: str) -> None:
         self.proved.append(fact)
 
     def report(self) -> dict[str, Any]:
+        facts = asdict(self)
         return {
-            **asdict(self),
-            "cannot_prove": CANNOT_PROVE,
+            **{k: v for k, v in facts.items() if k != "also_cannot"},
+            "cannot_prove": CANNOT_PROVE + self.also_cannot,
             "seconds": round(time.time() - self.started_at, 1),
         }
 
@@ -147,8 +149,14 @@ def evaluation_pass(
         "temperature": spec.algorithm.temperature,
         "template_kwargs": spec.model.template_kwargs(),
     }
+    if spec.environment is not None:  # whole held-out episodes, scored where they played
+        job["rows"] = rows
     out = generate_job(run_dir.parent, run_dir.name, job)
     for arm, completions in (("base", out["base"][0]), ("trained", out["trained"])):
+        if spec.environment is not None:
+            played = episode_traces(rows, [c[0] for c in completions], step)
+            reporter.trace(step, played, phase=f"eval_{arm}")
+            continue
         texts = [c[0] for c in completions]
         scores = score_rows(reward, texts, rows) if reward is not None else None
         traces = [
@@ -195,3 +203,91 @@ def train_with_resume(job: Any, dry: DryRun) -> Any:
         f"{trainer.state.global_step}"
     )
     return trainer
+
+
+RANDOM_MODEL_TOOLS = (
+    "multi-turn learning: a random-weight stand-in rarely writes a well-formed <tool_call>, so "
+    "its training episodes mostly end at the first turn and rarely reach your tools; the "
+    "scripted episode (traces of phase `scripted`) is what proves the tools, their bounds, the "
+    "reward and the chat template"
+)
+
+
+def episode_traces(
+    rows: list[dict[str, Any]], records: list[dict[str, Any]], step: int
+) -> list[dict[str, Any]]:
+    """Traces of played episodes (posttrain.gpu.episodes), one per row."""
+    from posttrain.environments.transcript import episode_line
+    from posttrain.toolcalls import as_text
+
+    return [
+        {
+            "step": step,
+            "idx": i,
+            "group": i,
+            "prompt": r["prompt_text"],
+            "completion": episode_line(rec["episode"]),
+            "episode": rec["episode"],
+            "reward": rec["reward"],
+            "components": rec["components"],
+            "reference": as_text(r.get("reference")),
+        }
+        for i, (r, rec) in enumerate(zip(rows, records, strict=True))
+    ]
+
+
+def scripted_episode(
+    spec: Any, rows: list[dict[str, Any]], tokenizer: Any, reward: Any, reporter: Any
+) -> str:
+    """One episode whose assistant turns are scripted (the row's demonstration, else one
+    well-typed call of the first tool), played through the environment behind its bounds,
+    scored by the training reward and rendered through the real chat template: the plumbing
+    a random stand-in cannot show. Kept as a trace of phase `scripted`; returns the fact."""
+    from posttrain.environments.bounded import tool_schemas
+    from posttrain.environments.scenarios import typed_call
+    from posttrain.environments.transcript import episode_line
+    from posttrain.gpu.environment import EpisodeDescriber, environment_class
+    from posttrain.gpu.episodes import picked_with, run_call, with_observation
+    from posttrain.rewards.guards import score_rows
+    from posttrain.rewards.tool_call import normalise_calls
+
+    env_spec = spec.environment
+    column = env_spec.demo_column
+    with_demo = [r for r in rows if column and r.get(column) not in (None, "", [])]
+    row = (with_demo or rows)[0]
+    env = environment_class(spec)()
+    prompt = with_observation(row["prompt"], env.reset(**row))
+    schemas = tool_schemas(env)
+    calls = normalise_calls(row[column]) if with_demo else [typed_call(schemas[0])]
+    calls = calls[: env_spec.max_turns]
+    tools = {s["function"]["name"] for s in schemas}
+    messages: list[dict[str, Any]] = []
+    for name, arguments in calls:
+        wire = {"type": "function", "function": {"name": name, "arguments": arguments}}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [wire]})
+        result = run_call(env, tools, name, arguments)
+        messages.append({"role": "tool", "name": name, "content": result})
+    messages.append({"role": "assistant", "content": "Done."})
+    scores = score_rows(reward, [messages], picked_with([row], [env]))
+    described = EpisodeDescriber(tokenizer, spec.model.template_kwargs())(prompt, messages, env)
+    trace = {
+        "step": 0,
+        "idx": 0,
+        "group": 0,
+        "prompt": row["prompt_text"],
+        "completion": episode_line(described["episode"]),
+        "reward": scores.rewards[0],
+        "components": scores.row(0),
+        "scripted": "the row's demonstration" if with_demo else "one call of the first tool",
+        **described,
+    }
+    reporter.trace(0, [trace], phase="scripted")
+    read = described["episode"]
+    return (
+        f"a scripted episode ({trace['scripted']}: {read['tool_calls']} call(s), "
+        f"{read['tool_errors']} failed) played through your environment behind its bounds "
+        f"(max_turns {env_spec.max_turns}, {env_spec.tool_timeout_s:g} s a call, "
+        f"{env_spec.max_result_chars:,} characters a result), scored {scores.rewards[0]:g} by the "
+        f"training reward ({', '.join(f'{k} {v:g}' for k, v in scores.row(0).items())}), and "
+        f"rendered through the real chat template (trace phase `scripted`)"
+    )

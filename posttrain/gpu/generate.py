@@ -181,7 +181,11 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         "num_return_sequences": k,
     }
 
-    def one_pass(m: Any, seed: int) -> list[list[str]]:
+    episodes = _episode_player(run_dir, tokenizer, job)
+
+    def one_pass(m: Any, seed: int) -> list[list[Any]]:
+        if episodes is not None:  # an environment run: [task][k] whole episodes
+            return episodes(m, seed)
         flat = sample(m, tokenizer, prompts, seed=seed, tools=job.get("tools"), **settings)
         return [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
 
@@ -217,3 +221,38 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         "trained": trained,
         "nll": {"base": base_nll, "trained": nll(trained_model)} if base_nll is not None else None,
     }
+
+
+def _episode_player(run_dir: Any, tokenizer: Any, job: dict[str, Any]) -> Any:
+    """For a run trained in an environment: `play(model, seed) -> [task][k] episodes`
+    (posttrain.gpu.episodes), scored by get_reward and the spec's reward; else None."""
+    from posttrain.runs.layout import SPEC
+    from posttrain.spec import load_spec
+
+    spec = load_spec(run_dir / SPEC)
+    if spec.environment is None:
+        return None
+    from posttrain.gpu.environment import environment_class, episode_reward
+    from posttrain.gpu.episodes import play_episodes
+    from posttrain.rewards.registry import get_reward
+
+    env_cls = environment_class(spec)
+    named = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
+    reward = episode_reward(named)
+
+    def play(model: Any, seed: int) -> list[list[dict[str, Any]]]:
+        return play_episodes(
+            model,
+            tokenizer,
+            job["rows"],
+            env_cls,
+            reward,
+            k=int(job["k"]),
+            seed=seed,
+            max_new_tokens=int(job["max_new_tokens"]),
+            temperature=float(job["temperature"]),
+            template_kwargs=job.get("template_kwargs") or {},
+            max_turns=spec.environment.max_turns,  # type: ignore[union-attr]
+        )
+
+    return play

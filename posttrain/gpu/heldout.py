@@ -45,6 +45,10 @@ class HeldOutEval(TrainerCallback):
         prompts = [t["prompt"] for t in self.tasks]
         tools = [t.get("tools") for t in self.tasks]
         point: dict[str, Any] = {"n": len(self.tasks)}
+        if spec.environment is not None:  # whole episodes, as evaluate plays them
+            point.update(self.episodes(model))
+            self.job.reporter.events.write("heldout", step=step, **point)
+            return
         if reward is not None:
             completions = sample(
                 model,
@@ -71,3 +75,33 @@ class HeldOutEval(TrainerCallback):
             clean = [v for v in nll if v is not None and math.isfinite(v)]
             point["reference_nll"] = round(statistics.fmean(clean), 4) if clean else None
         self.job.reporter.events.write("heldout", step=step, **point)
+
+    def episodes(self, model: Any) -> dict[str, Any]:
+        """The reward and its component means over one episode per held-out task."""
+        from posttrain.gpu.environment import environment_class
+        from posttrain.gpu.episodes import play_episodes
+
+        spec = self.job.spec
+        a = spec.algorithm
+        played = play_episodes(
+            model,
+            self.job.tokenizer,
+            self.tasks,
+            environment_class(spec),
+            self.job.reward,
+            k=1,
+            seed=a.seed,
+            max_new_tokens=a.max_completion_length,
+            temperature=a.temperature,
+            template_kwargs=spec.model.template_kwargs(),
+            max_turns=spec.environment.max_turns,
+        )
+        records = [task[0] for task in played]
+        names = dict.fromkeys(k for r in records for k in r["components"])
+        return {
+            "reward": round(statistics.fmean(r["reward"] for r in records), 4),
+            "components": {
+                k: round(statistics.fmean(r["components"].get(k, 0.0) for r in records), 4)
+                for k in names
+            },
+        }

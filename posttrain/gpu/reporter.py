@@ -213,8 +213,10 @@ class TracingReward:
         group_size: int,
         render: Callable[..., str] | None = None,
         rows: Sequence[dict[str, Any]] | None = None,
+        describe: Callable[[Any, Any, Any], dict[str, Any]] | None = None,
     ) -> None:
         self.reward = reward
+        self.describe = describe  # (prompt, completion, environment) -> an episode's trace
         self.rows = rows  # the dataset's rows, by the ROW index TRL passes back
         self.reporter = reporter
         self.steps = steps
@@ -232,6 +234,7 @@ class TracingReward:
         step = (state.global_step if state is not None else 0) + 1  # the step being built
         if self.rows is not None and ROW in columns:
             columns = {**columns, **row_columns(self.rows, columns.pop(ROW))}
+        environments = columns.get("environments")
         scores = checked_scores(self.reward, completions, prompts=prompts, **columns)
         self.scored += len(completions)
         means = {k: statistics.fmean(v) for k, v in scores.components.items() if v}
@@ -252,6 +255,10 @@ class TracingReward:
                 }
                 for i in spread(len(completions), self.samples)
             ]
+            if self.describe is not None and environments is not None and prompts:
+                for row in rows:  # an episode: its turns, calls and the whole rendered text
+                    i = row["idx"]
+                    row.update(self.describe(prompts[i], completions[i], environments[i]))
             self.reporter.trace(step, rows)
         for note in scores.notes:
             self.reporter.log(note, level="warning")

@@ -89,7 +89,8 @@ def preflight(
         f"(limit {limit})"
     )
     reporter.log(summary)
-    if reward is not None and spec.algorithm.kind == "grpo":
+    # an environment's reward reads episodes, not texts: check_environment probes it
+    if reward is not None and spec.algorithm.kind == "grpo" and spec.environment is None:
         check_reward_signal(spec, data, reward)
     return data, summary
 
@@ -143,7 +144,14 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     if rank() == 0:
         _write_rows(run_dir / HOLDOUT, data.holdout)
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
-    if reward is None:
+    if spec.environment is not None:
+        reporter.log(
+            f"episodes in environment {spec.environment.name or spec.environment.tools}: "
+            f"scored by its get_reward()"
+            + (f" plus reward '{spec.reward.name}'" if spec.reward else "")
+            + f"; at most {spec.environment.max_turns} tool-calling turns an episode"
+        )
+    elif reward is None:
         reporter.log(
             "no reward: SFT trains without one; traces are not scored, and the held-out "
             "curve (eval_every) shows the references' likelihood (reference_nll)"
@@ -186,6 +194,15 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         if dry:
             dry.saw(f"the SFT warm-start ({a.warmstart.steps} steps) and its merged model")
 
+    if spec.environment is not None:  # episodes: get_reward plus the spec's reward
+        from posttrain.gpu.environment import episode_reward
+
+        reward = episode_reward(reward)
+    if dry and spec.environment is not None:
+        from posttrain.gpu.dryrun import RANDOM_MODEL_TOOLS, scripted_episode
+
+        dry.saw(scripted_episode(spec, data.train, tokenizer, reward, reporter))
+        dry.also_cannot.append(RANDOM_MODEL_TOOLS)
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
     job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward, data.holdout)

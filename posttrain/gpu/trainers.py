@@ -271,6 +271,14 @@ def run_grpo(
     spec, tokenizer, reporter = job.spec, job.tokenizer, job.reporter
     assert job.reward is not None
     a = spec.algorithm
+    env: dict[str, Any] = {}
+    describe = None
+    if spec.environment is not None:  # multi-turn episodes: posttrain.gpu.environment
+        from posttrain.gpu.environment import EpisodeDescriber, check_template, environment_class
+
+        check_template(tokenizer, spec.model.name)
+        env = {"environment_factory": environment_class(spec, job.rows)}
+        describe = EpisodeDescriber(tokenizer, spec.model.template_kwargs())
     # Only the prompts (uniform {role, content} messages) and each row's index go into the
     # datasets table: the reward reads the other columns from the rows themselves, so a column
     # of dicts (or of mixed JSON values) reaches it as written, never unified across rows.
@@ -283,7 +291,9 @@ def run_grpo(
         a.num_generations,
         render=renderer(tokenizer, spec.model.template_kwargs()),
         rows=job.rows,
+        describe=describe,
     )
+    turns = {"max_tool_calling_iterations": spec.environment.max_turns} if env else {}
     config = GRPOConfig(
         per_device_train_batch_size=a.batch_size,
         num_generations=a.num_generations,
@@ -294,6 +304,7 @@ def run_grpo(
         beta=a.beta,
         chat_template_kwargs=spec.model.template_kwargs(),
         remove_unused_columns=False,
+        **turns,
         **common_config(job, a.steps, save=True),
     )
     trainer = GRPOTrainer(
@@ -308,6 +319,7 @@ def run_grpo(
             *held_out(job, "train"),
             *extra_callbacks,
         ],
+        **env,
     )
     _silence_printer(trainer)
     trainer.train(resume_from_checkpoint=resume)

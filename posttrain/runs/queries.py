@@ -79,7 +79,14 @@ class Queries:
             sql += f" AND step IN ({','.join('?' * len(steps))})"
             args += steps
         rows = self.db.execute(sql + " ORDER BY step, idx", args)
-        return [{**dict(r), "components": json.loads(r["components"] or "{}")} for r in rows]
+        return [
+            {
+                **dict(r),
+                "components": json.loads(r["components"] or "{}"),
+                "episode": json.loads(r["episode"]) if r["episode"] else None,
+            }
+            for r in rows
+        ]
 
     def trace_steps(self, run_id: str, phase: str = "train") -> list[int]:
         rows = self.db.execute(

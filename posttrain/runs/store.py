@@ -35,7 +35,7 @@ from posttrain.runs.queries import Queries
 from posttrain.spec_keys import dry_run_key
 
 # 2: dry runs, rendered prompts, measured step times; 3: run groups; 4: SFT training text
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5  # 5: traces keep an environment run's whole episode
 log = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -68,7 +68,7 @@ END;
 CREATE TABLE IF NOT EXISTS traces (
     run_id TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL, idx INTEGER NOT NULL,
     grp INTEGER, prompt TEXT, completion TEXT, reward REAL, components TEXT, reference TEXT,
-    rendered TEXT, trained TEXT, PRIMARY KEY (run_id, phase, step, idx)
+    rendered TEXT, trained TEXT, episode TEXT, PRIMARY KEY (run_id, phase, step, idx)
 );
 CREATE TABLE IF NOT EXISTS measured (
     run_id TEXT PRIMARY KEY, shape TEXT NOT NULL, status TEXT, steps INTEGER,
@@ -357,7 +357,7 @@ class Store(Queries):
                 continue
             reward = r.get("reward")
             self.db.execute(
-                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     bindable(phase),
@@ -371,6 +371,7 @@ class Store(Queries):
                     bindable(r.get("reference")),
                     bindable(r.get("rendered")),
                     bindable(r.get("trained")),
+                    json.dumps(r["episode"], default=str) if r.get("episode") else None,
                 ),
             )
 

@@ -234,17 +234,6 @@ def _weights_here(name: str) -> str | None:
     )
 
 
-def refuse_environment(spec: RunSpec) -> None:
-    """Multi-turn training is not built yet: a spec with an environment must not start a run
-    that would silently train single-turn answers instead."""
-    if spec.environment is not None:
-        raise ConfigError(
-            "training in an environment (multi-turn GRPO) is not built yet; check the "
-            "environment with check_environment (`posttrain env check SPEC`), and remove "
-            "`environment` from the spec to train single-turn answers"
-        )
-
-
 def _refusal(spec: RunSpec, cost: CostEstimate) -> str | None:
     """Launch's own words when it refuses this spec where it is aimed (real weights the CPU
     would take too long on, or cannot load), else None."""
@@ -349,10 +338,11 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
     elif cost.timeout_note:
         warnings.append(f"the run is {cost.timeout_note}")
     if spec.environment is not None:
-        try:
-            refuse_environment(spec)
-        except ConfigError as exc:
-            warnings.append(f"launch would answer: {exc}")
+        warnings.append(
+            f"multi-turn episodes: each step samples up to {spec.environment.max_turns + 1} "
+            f"assistant turns a rollout and waits on your tools, which the estimate (one turn) "
+            f"does not price; a dry run (`smoke_run`) measures it. Run check_environment first"
+        )
     elif spec.reward is None:
         warnings.append(
             "no reward: SFT trains without one, and evaluate compares the trained and base "

@@ -16,7 +16,7 @@ from posttrain.errors import ConfigError
 from posttrain.run_plan import Base, Resume, RunPlan
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec import RunSpec, load_spec
-from posttrain.tools.plan import estimate, refuse_environment, refuse_local_weights
+from posttrain.tools.plan import estimate, refuse_local_weights
 
 
 def resolve(
@@ -29,7 +29,6 @@ def resolve(
     from posttrain.tools.approval import dry_run_status
 
     spec = load_spec(spec)
-    refuse_environment(spec)
     cost = estimate(spec, ctx.index)
     if check_runnable:
         refuse_local_weights(spec, cost)

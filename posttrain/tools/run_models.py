@@ -115,6 +115,12 @@ class TraceRow(BaseModel):
         description="SFT: the exact text this row trains on, decoded from the trainer's own "
         "token ids; text between ⟦ and ⟧ carries the loss.",
     )
+    episode: dict[str, Any] | None = Field(
+        None,
+        description="An environment run: the whole episode, {turns: [{assistant, calls: "
+        "[{name, arguments, result, ok}]}], final, tool_calls, tool_errors, turn_count, "
+        "observation}; `rendered` is then the whole conversation through the chat template.",
+    )
 
 
 class TracePage(BaseModel):

@@ -5,6 +5,7 @@ under what a client accepts (Claude Code: 25k tokens) however long the run."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 PAGE_CHARS = 24_000  # the text of one page's samples, shared heads included
@@ -25,7 +26,10 @@ def shared_head(texts: list[str]) -> str:
 
 
 def size(row: dict[str, Any]) -> int:
-    return sum(len(row.get(f) or "") for f in TEXT_FIELDS)
+    episode = row.get("episode")
+    return sum(len(row.get(f) or "") for f in TEXT_FIELDS) + (
+        len(json.dumps(episode, default=str)) if episode else 0
+    )
 
 
 def lean(

@@ -1,0 +1,106 @@
+"""Training in an environment: what GRPO needs beyond single-turn answers.
+
+`setup(job)` loads the spec's environment in the trainer process (user code runs here and in
+evaluate's generator, as reward files do; never in the server), behind posttrain's bounds
+(posttrain.environments.bounded), checks that the model's chat template can render a tool
+conversation, and returns what run_grpo hands TRL: the environment factory, the episode
+reward (get_reward plus the spec's reward) and the episode describer traces use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from posttrain.environments.bounded import BoundedEnvironment, bounded_class, tool_schemas
+from posttrain.environments.episode import Bounds
+from posttrain.environments.episode_reward import EpisodeReward
+from posttrain.environments.loader import load
+from posttrain.environments.transcript import transcript
+from posttrain.errors import ConfigError
+from posttrain.spec import EnvironmentSpec, RunSpec
+
+RENDERED_CHARS = 12_000  # of an episode's rendered text kept in a trace
+
+
+def bounds_of(env: EnvironmentSpec) -> Bounds:
+    return Bounds(env.max_turns, env.tool_timeout_s, env.max_result_chars)
+
+
+def environment_class(
+    spec: RunSpec, rows: list[dict[str, Any]] | None = None
+) -> type[BoundedEnvironment]:
+    """The spec's environment behind its bounds: TRL's `environment_factory`."""
+    env = spec.environment
+    assert env is not None
+    return bounded_class(load(env.name, env.tools), bounds_of(env), rows)
+
+
+def episode_reward(reward: Any) -> EpisodeReward:
+    """The reward of an episode: get_reward() plus the spec's reward (if any)."""
+    return reward if isinstance(reward, EpisodeReward) else EpisodeReward(inner=reward)
+
+
+def check_template(tokenizer: Any, model: str) -> None:
+    """Refuse, before any step, a chat template that cannot show the model its tool calls
+    and their results (TRL would refuse it too, in words about Jinja)."""
+    from trl.chat_template_utils import supports_tool_calling
+
+    if not supports_tool_calling(tokenizer):
+        raise ConfigError(
+            f"{model}'s chat template cannot render a tool conversation (an assistant turn "
+            f"with tool calls, then tool results), so the model could never see its tools "
+            f"work; train environments on a model whose template renders tools (the Qwen "
+            f"families do)"
+        )
+    has_parser = getattr(tokenizer, "response_template", None) or getattr(
+        tokenizer, "response_schema", None
+    )
+    if not has_parser:
+        from trl.chat_template_utils import add_response_schema
+
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            raise ConfigError(
+                f"{model}'s chat template is not one TRL can read tool calls back from (it "
+                f"knows the Qwen, Llama 3, GLM and gpt-oss templates); use a model with one"
+            ) from None
+
+
+@dataclass
+class EpisodeDescriber:
+    """A trace's view of an episode: its turns, calls and results, the final answer, and
+    the whole conversation as the chat template renders it (tools in the system turn)."""
+
+    tokenizer: Any
+    template_kwargs: dict[str, Any]
+
+    def __call__(self, prompt: Any, completion: Any, env: Any) -> dict[str, Any]:
+        read = transcript(completion)
+        schemas = tool_schemas(env) if env is not None else None
+        episode = env._episode if env is not None else None
+        read["observation"] = episode.observation if episode else None
+        read["seconds_in_tools"] = (
+            round(sum(c.seconds for c in episode.calls), 3) if episode else None
+        )
+        return {"episode": read, "rendered": self.render(prompt, completion, schemas)}
+
+    def render(self, prompt: Any, completion: Any, schemas: list[dict[str, Any]] | None) -> str:
+        messages = (
+            list(prompt) if not isinstance(prompt, str) else [{"role": "user", "content": prompt}]
+        )
+        messages += (
+            completion
+            if not isinstance(completion, str)
+            else [{"role": "assistant", "content": completion}]
+        )
+        try:
+            text = self.tokenizer.apply_chat_template(
+                messages, tools=schemas or None, tokenize=False, **self.template_kwargs
+            )
+        except Exception as exc:  # a template error must not stop training: say it in the trace
+            return f"(the chat template could not render this episode: {type(exc).__name__}: {exc})"
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return text if len(text) <= RENDERED_CHARS else text[:RENDERED_CHARS] + "..."
