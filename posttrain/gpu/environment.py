@@ -5,6 +5,13 @@ evaluate's generator, as reward files do; never in the server), behind posttrain
 (posttrain.environments.bounded), checks that the model's chat template can render a tool
 conversation, and returns what run_grpo hands TRL: the environment factory, the episode
 reward (get_reward plus the spec's reward) and the episode describer traces use.
+
+`demo_episodes(spec, rows)` is the warm-start's data for an environment spec with a
+`demo_column`: each row's demonstration played through the environment (its real tool results,
+behind the same bounds), as the conversation a rollout makes: one assistant turn per call,
+each followed by its tool result, then a last assistant turn (the row's reference, if any),
+rendered with the tools in the system turn. So SFT teaches the episode's format, turn by turn,
+before GRPO samples it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from posttrain.environments.loader import load
 from posttrain.environments.transcript import transcript
 from posttrain.errors import ConfigError
 from posttrain.spec import EnvironmentSpec, RunSpec
+from posttrain.toolcalls import call_parts
 
 RENDERED_CHARS = 12_000  # of an episode's rendered text kept in a trace
 
@@ -66,6 +74,48 @@ def check_template(tokenizer: Any, model: str) -> None:
                 f"{model}'s chat template is not one TRL can read tool calls back from (it "
                 f"knows the Qwen, Llama 3, GLM and gpt-oss templates); use a model with one"
             ) from None
+
+
+def demo_episodes(spec: RunSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """SFT rows (prompt with reset()'s text, completion: the played demonstration, tools)
+    from the rows that hold a demonstration; see the module docstring."""
+    from posttrain.gpu.episodes import run_call, with_observation
+
+    env_spec = spec.environment
+    assert env_spec is not None and env_spec.demo_column
+    column, reference = env_spec.demo_column, spec.dataset.reference_column
+    cls = environment_class(spec)
+    out = []
+    for row in rows:
+        demo = row.get(column)
+        if demo in (None, "", []):
+            continue
+        calls = [call_parts(c) for c in (demo if isinstance(demo, list) else [demo])]
+        if any(c is None for c in calls):
+            raise ConfigError(
+                f"row {row.get('id', '?')!r}: environment.demo_column '{column}' holds "
+                f"something that is not a tool call ({{name, arguments}} or the wire shape)"
+            )
+        env = cls()
+        prompt = with_observation(row["prompt"], env.reset(**row))
+        schemas = tool_schemas(env)
+        tools = {s["function"]["name"] for s in schemas}
+        completion: list[dict[str, Any]] = []
+        for name, arguments in calls:  # type: ignore[misc]
+            wire = {"type": "function", "function": {"name": name, "arguments": arguments}}
+            completion.append({"role": "assistant", "content": "", "tool_calls": [wire]})
+            result = run_call(env, tools, name, arguments)
+            completion.append({"role": "tool", "name": name, "content": result})
+        final = row.get(reference) if reference else None
+        completion.append({"role": "assistant", "content": "" if final is None else str(final)})
+        out.append({**row, "prompt": prompt, "completion": completion, "tools": schemas})
+    if not out:
+        raise ConfigError(
+            f"the warm-start plays each row's demonstration (environment.demo_column "
+            f"'{column}'), and no training row has one; fill the column, or drop the "
+            f"warm-start"
+        )
+    return out
 
 
 @dataclass

@@ -4,7 +4,8 @@
 model folder, tried in this order:
 
 1. a local folder's own files (`local`), the folder converted from a packaged preset's or a
-   .gguf path's weights included (posttrain.gpu.weights);
+   .gguf path's weights included (posttrain.gpu.weights: a GGUF's ChatML template that
+   renders no tools, SmolLM2's, gets Qwen2.5's ChatML tool template there);
 2. the local Hugging Face cache (`cache`);
 3. the hub, tokenizer files only (a few MB, never weights), when it answers (`hub`);
 4. offline, the embedded Qwen vocabulary (`embedded`): the 151,643 BPE ranks shared by
@@ -86,7 +87,7 @@ def _load(name: str, hub: bool) -> LoadedTokenizer:
 
         return LoadedTokenizer(build_tokenizer(), "tiny", preset.name, None)
     family = family_of(name)
-    from posttrain.gpu.weights import converted, gguf_source
+    from posttrain.gpu.weights import converted, gguf_source, tool_template
 
     folder = expand(name)
     if gguf := gguf_source(name):  # packaged weights, or a .gguf path
@@ -95,10 +96,13 @@ def _load(name: str, hub: bool) -> LoadedTokenizer:
         # `plan` or `check_dataset` in the server.
         folder = converted(gguf)
         if folder is None:
-            tokenizer = _from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            tokenizer = tool_template(_from_pretrained(str(gguf.parent), gguf_file=gguf.name))
             return LoadedTokenizer(tokenizer, "local", name, _label(family))
     if (folder / "config.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        return LoadedTokenizer(_from_pretrained(str(folder)), "local", name, _label(family))
+        tokenizer = _from_pretrained(str(folder))
+        if gguf:  # a GGUF's ChatML template gets tools (posttrain.gpu.weights.tool_template)
+            tokenizer = tool_template(tokenizer)
+        return LoadedTokenizer(tokenizer, "local", name, _label(family))
     repo = preset.hf_repo if preset is not None else name
     try:
         return LoadedTokenizer(

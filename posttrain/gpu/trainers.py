@@ -386,7 +386,13 @@ def warmstart(job: Job, run_dir: Path) -> str:
 
 
 def _as_sft(rows: list[dict[str, Any]], spec: RunSpec) -> list[dict[str, Any]]:
-    """GRPO rows with their SFT target as the completion (for the warm-start)."""
+    """GRPO rows with their SFT target as the completion (for the warm-start). In an
+    environment with a demonstration column: each row's demonstration played through the
+    environment (posttrain.gpu.environment.demo_episodes), the episode's whole format."""
+    if spec.environment is not None and spec.environment.demo_column:
+        from posttrain.gpu.environment import demo_episodes
+
+        return demo_episodes(spec, rows)
     column = spec.dataset.target_column
     return [
         {**r, "completion": [{"role": "assistant", "content": str(r.get(column) or "")}]}

