@@ -59,6 +59,16 @@ def test_a_two_line_answer_is_penalised():
     assert value == 0.5 and parts["length"] == 0.5
 
 
+def test_a_poem_padded_past_max_lines_pays_in_proportion():
+    eight = AABB + "\nThe wind came down the hill at night\nAnd filled the town with silver light"
+    eight += "\nThe baker sang beside the door\nAnd danced upon the kitchen floor"
+    assert score(eight) == 1.0  # no limit by default: a longer poem is still a poem
+    capped = RhymeReward(max_lines=4)
+    assert capped.score_text(AABB)[0] == 1.0
+    value, parts = capped.score_text(eight)
+    assert value == 0.5 and parts["length"] == 0.5 and parts["scheme"] == 1.0
+
+
 def test_fewer_than_two_lines_scores_zero():
     assert score("The sun came up to greet the day") == 0.0
     assert score("") == 0.0

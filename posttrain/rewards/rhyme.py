@@ -5,7 +5,8 @@ score = scheme x distinct x wordy x length, each in [0, 1]:
            last line counting as a pair that does not
   distinct distinct end words / lines
   wordy    lines with at least `min_words_per_line` words / lines
-  length   min(1, lines / full_length_lines); fewer than two lines scores 0
+  length   min(1, lines / full_length_lines); fewer than two lines scores 0; past
+           `max_lines` (when set), max_lines / lines
 
 The rules, each with its reason:
 - Thinking blocks, chat tags and markdown markers are removed first: the reader never sees them.
@@ -21,6 +22,10 @@ The rules, each with its reason:
 - The distinct share stops "day / day / day / day" even where the pairs were not compared.
 - The wordy share stops one-word lines ("cat / hat / bat / mat"), the other cheap exploit.
 - The length factor makes a two-line answer worth half a quatrain: a couplet is not a poem.
+  With `max_lines` set, a poem padded past it pays max_lines / lines: more lines are more
+  chances at a rhyming pair and more topic words, and a policy sampled for reward drifts to
+  the longest answer it may write (seen in the demo: 4 lines became 8, cut off at the
+  completion limit, and the rhyme never came).
 - A line whose last token is a number or symbol has no end word and cannot rhyme.
 - Words missing from the dictionary fall back to their last three letters, and such a tail
   only matches another such tail (letters and phonemes cannot be compared); the share of
@@ -76,6 +81,7 @@ class RhymeReward(Reward):
 
     min_words_per_line: Annotated[int, Field(ge=0, le=50)] = 3  # 0: one-word lines allowed
     full_length_lines: Annotated[int, Field(ge=0, le=64)] = 4  # 0: no length factor
+    max_lines: Annotated[int, Field(ge=0, le=256)] = 0  # 0: no limit; past it, max_lines/lines
     distinct_end_words: bool = True  # multiply by the share of distinct end words
     identical_rhymes_count: bool = False  # True: "day"/"day", "light"/"delight" count (naive)
 
@@ -132,6 +138,8 @@ class RhymeReward(Reward):
         distinct = len({w for w in ends if w}) / n if self.distinct_end_words else 1.0
         wordy = wordy_lines / n
         length = min(1.0, n / self.full_length_lines) if self.full_length_lines else 1.0
+        if self.max_lines and n > self.max_lines:
+            length *= self.max_lines / n
         parts = {
             "scheme": scheme_score,
             "distinct": distinct,
