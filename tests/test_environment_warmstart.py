@@ -148,3 +148,44 @@ def test_a_warm_start_without_usable_demonstrations_is_refused_with_the_fix(calc
         demo_episodes(spec, [{**r, "demo": None} for r in rows[:3]])
     with pytest.raises(ConfigError, match="is not a tool call"):
         demo_episodes(spec, [{**rows[0], "demo": ["say 42"]}])
+
+
+def test_an_environment_specs_warm_start_trains_on_played_demonstrations(calculator):
+    from posttrain.gpu.trainers import _as_sft
+
+    spec, rows = calculator
+    assert _as_sft(rows[:2], spec) == demo_episodes(spec, rows[:2])
+    plain = spec.model_copy(update={"environment": None})  # no environment: the target text
+    assert _as_sft(rows[:1], plain)[0]["completion"] == [
+        {"role": "assistant", "content": str(rows[0]["reference"])}
+    ]
+
+
+def test_the_benches_of_the_learning_experiment_and_the_stand_in_loop_are_valid_specs(tmp_path):
+    """bench/environment_learning.py (SmolLM2) and bench/environment_loop.py (the stand-in):
+    their specs validate and their data has a demonstration on every row that pays 1.0."""
+    import importlib.util
+    from pathlib import Path
+
+    from posttrain.environments.calculator import Calculator
+
+    def bench(name):
+        path = Path(__file__).parent.parent / "bench" / f"{name}.py"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        return module
+
+    learning, loop = bench("environment_learning"), bench("environment_loop")
+    rows = learning.calculator_rows(12)
+    for row in rows:  # every generated demonstration solves its task
+        env = Calculator()
+        env.reset(**row)
+        for call in row["demo"]:
+            getattr(env, call["name"])(**call["arguments"])
+        assert env.get_reward() == 1.0
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert load_spec(learning.learning_spec(data, 0.25, 2, 2)).model.name == SMOL
+    stand_in = load_spec(loop.loop_spec(loop.write_task(tmp_path / "task.jsonl"), 2, 1))
+    assert stand_in.model.stand_in and stand_in.environment.demo_column == "demo"
