@@ -2,7 +2,8 @@
 
 Build the tiny Qwen3-shaped model, warm-start it with SFT on the rhyme gym (answers that
 rhyme only 30% of the time: it learns the four-line format, not the rhymes), then GRPO with
-the canonical rhyme_relevance reward until it rhymes. About 3 minutes on 2 CPU cores
+the canonical rhyme_relevance reward (relevance gating the rhyme, four lines) until it
+rhymes. About 3 minutes on 2 CPU cores
 (174 s measured for 400 steps).
 
 The tiny model trains all its weights (lora: null): measured here, LoRA r=32 on a 0.6M
@@ -24,6 +25,16 @@ from posttrain import gym
 # seeds 0-2 on an Intel Xeon (measured 2026-12-01). 400 leaves room for every seed tried.
 DEMO_STEPS = 400
 DEMO_WARMSTART_STEPS = 250  # 2,000 rows x 4 epochs / batch 32
+# What the tiny policy learns before it finds rhymes decides the demo. Measured 2026-12-02 on
+# an AMD EPYC, 3 seeds each: with the reward's default relevance_weight (0.3), and with 0.1,
+# seeds drifted to word salad stuffed with topic words, or to 8-line poems cut off at the
+# completion limit (more lines are more topic words and more chances at a rhyming pair),
+# and never rhymed (seed 0 at 0.3 failed the demo test; seed 1 at 0.1 drifted by step 125,
+# also at lr 3e-4). With relevance only gating the rhyme (relevance_weight 0) and a poem
+# past 4 lines paid 4/lines (max_lines 4), all three stayed at four lines and rhymed:
+# mean rhyme over steps 275-300 0.51, 0.74 and 0.39 (seed 2 dipped to 10-token answers at
+# steps 225-275 and came back).
+DEMO_REWARD_PARAMS = {"relevance_weight": 0.0, "max_lines": 4}
 
 
 def demo_spec(
@@ -41,7 +52,8 @@ def demo_spec(
             "response_column": "response",
             "holdout_share": 0.1,
         },
-        "reward": {"name": "rhyme_relevance"},
+        # The rhyme, gated by relevance, and nothing else (DEMO_REWARD_PARAMS below).
+        "reward": {"name": "rhyme_relevance", "params": dict(DEMO_REWARD_PARAMS)},
         "algorithm": {
             "kind": "grpo",
             "lora": None,
