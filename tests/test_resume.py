@@ -165,7 +165,7 @@ def weights(model) -> dict:
 def test_resuming_a_resumed_run_and_evaluating_it_keep_the_original_base(home):
     from transformers import AutoModelForCausalLM
 
-    from posttrain.gpu.generate import load_arms
+    from posttrain.gpu.arms import load_arms
 
     first = prepared(lora_grpo(4), "run-chain-1")
     assert train(first) == "succeeded"

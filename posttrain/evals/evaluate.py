@@ -1,6 +1,6 @@
 """evaluate: is the trained model better than its base, on held-out tasks, beyond the noise?
 
-One code path for both arms (posttrain.gpu.generate.generate_job): the base passes run first
+One code path for both arms (posttrain.gpu.arms.generate_job): the base passes run first
 (three seeds by default, which measure the evaluation's own noise), then the adapter is
 attached and the trained pass runs with base pass 1's seed on the same tasks. Each task gets
 k samples. Every metric gets paired per-task deltas, a bootstrap interval, a sign-flip

@@ -135,7 +135,7 @@ def evaluation_pass(
     """Evaluate's generation path on a few held-out rows: the base arm, then the trained arm
     (the adapter attached), each sampled once and scored; kept as traces of the phases
     `eval_base` and `eval_trained`."""
-    from posttrain.gpu.generate import generate_job
+    from posttrain.gpu.arms import generate_job
     from posttrain.rewards.guards import score_rows
     from posttrain.toolcalls import as_text
 

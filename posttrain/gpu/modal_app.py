@@ -147,10 +147,10 @@ def run_training(run_id: str, spec_json: str, gpu_count: int = 1, run_json: str 
 
 
 def run_generation(run_id: str, job_json: str) -> str:
-    """The body of `generate`: sample completions for evaluation (posttrain.gpu.generate)."""
+    """The body of `generate`: sample completions for evaluation (posttrain.gpu.arms)."""
     import json
 
-    from posttrain.gpu.generate import generate_job
+    from posttrain.gpu.arms import generate_job
 
     with VolumeCommitter():
         return json.dumps(generate_job(runs_root(), run_id, json.loads(job_json)))

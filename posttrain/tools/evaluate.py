@@ -259,7 +259,7 @@ def run_evaluation(
 
 def _local_generate(run_dir: Path) -> Any:
     def generate(job: dict[str, Any]) -> dict[str, Any]:
-        from posttrain.gpu.generate import generate_job
+        from posttrain.gpu.arms import generate_job
 
         return generate_job(run_dir.parent, run_dir.name, job)
 
