@@ -25,6 +25,12 @@ tokens: step 1 took 219.6 s, step 2 220.7 s (17.3 tokens/s; loss 0.78 -> 0.67, t
 30 minutes the issue allows; the run was cancelled after 9.5 min. It does not fit on this
 machine as it was loaded; the whole loop is shown on the stand-in instead
 (bench/environment_loop.py).
+
+Measured again on a quiet machine (2026-12-02, nothing else running, default threads),
+`--warm 3 --steps 3 --max-tasks 6`, run run-261202-160650-0691: warm-start steps 56.4, 56.4,
+51.8 s (67-74 tokens/s; loss 0.78 -> 0.57); the proof step and GRPO step 1 124.5 s each
+(8 episodes of up to 3 turns; reward 0.0, 1 of 8 episodes called a tool and it failed). A
+12-step warm-start is then 11 min, leaving about 9 GRPO steps in 30 minutes: too few here.
 """
 
 from __future__ import annotations
