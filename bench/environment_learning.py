@@ -88,7 +88,7 @@ def calculator_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
 def learning_spec(
     data: Path, holdout: float, warm: int, steps: int, seed: int = 0, timeout_s: int = 3000
 ) -> dict[str, Any]:
-    from posttrain.demo import LINEAR_MODULES, REAL_DEMO_LORA_LAYERS, REAL_MODEL
+    from posttrain.demo import REAL_MODEL, real_demo_lora
 
     return {
         "name": "SmolLM2-135M learns the calculator environment",
@@ -102,14 +102,7 @@ def learning_spec(
         },
         "algorithm": {
             "kind": "grpo",
-            "lora": {
-                "r": 16,
-                "alpha": 32,
-                "dropout": 0.0,
-                "target_modules": [
-                    f"model.layers.{i}.{m}" for i in REAL_DEMO_LORA_LAYERS for m in LINEAR_MODULES
-                ],
-            },
+            "lora": real_demo_lora(),
             "learning_rate": 5e-4,
             "lr_scheduler": "constant",
             "steps": steps,

@@ -178,6 +178,18 @@ def write_tool_rows(folder: Path, seed: int = 0) -> Path:
     return path
 
 
+def real_demo_lora() -> dict[str, Any]:
+    """LoRA r16 on the top layers of SmolLM2 (REAL_DEMO_LORA_LAYERS): what a CPU can afford."""
+    return {
+        "r": 16,
+        "alpha": 32,
+        "dropout": 0.0,
+        "target_modules": [
+            f"model.layers.{i}.{m}" for i in REAL_DEMO_LORA_LAYERS for m in LINEAR_MODULES
+        ],
+    }
+
+
 def real_demo_spec(
     data: Path,
     steps: int = REAL_DEMO_STEPS,
@@ -199,14 +211,7 @@ def real_demo_spec(
         "reward": {"name": "tool_call"},
         "algorithm": {
             "kind": "grpo",
-            "lora": {
-                "r": 16,
-                "alpha": 32,
-                "dropout": 0.0,
-                "target_modules": [
-                    f"model.layers.{i}.{m}" for i in REAL_DEMO_LORA_LAYERS for m in LINEAR_MODULES
-                ],
-            },
+            "lora": real_demo_lora(),
             "learning_rate": learning_rate,
             "lr_scheduler": "constant",
             "steps": steps,

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from posttrain.environments.episode import Bounds, CallRecord, CallTimeout, shown, time_bound
+from posttrain.environments.episode import Bounds, CallRecord, guarded, shown
 from posttrain.environments.loader import RESERVED, Loaded
 from posttrain.errors import ConfigError
 
@@ -45,13 +45,7 @@ def call_within(fn: Callable[[], Any], seconds: float) -> tuple[Any, str | None]
     SIGALRM interrupts it; on any other thread it runs in a daemon helper that is abandoned
     (left to finish alone) at the bound."""
     if threading.current_thread() is threading.main_thread():
-        try:
-            with time_bound(seconds):
-                return fn(), None
-        except CallTimeout:
-            return None, f"did not return within {seconds:g} s (stopped)"
-        except Exception as exc:
-            return None, f"{type(exc).__name__}: {exc}"
+        return guarded(fn, seconds)
     box: dict[str, Any] = {}
 
     def run() -> None:
