@@ -21,7 +21,7 @@ from typing import Any
 from posttrain.errors import PosttrainError
 from posttrain.runs.layout import read_json, write_json_atomic
 from posttrain.secrets import redact
-from posttrain.tools.jobs import JOB, PROGRESS, RESULT, report
+from posttrain.tools.jobs import JOB, RESULT, report
 
 log = logging.getLogger("posttrain.job")
 
@@ -82,8 +82,6 @@ def main(job_dir: Path) -> int:
     end: dict[str, Any]
     try:
         result = WORK[job["kind"]](job, progress)
-        total = read_json(job_dir / PROGRESS).get("total")
-        report(job_dir, "done", total, total, "done")  # every stage done, not the last begun
         end = {"status": "succeeded", "result": result, "message": "done"}
     except Cancelled:
         end = {"status": "cancelled", "message": "cancelled; nothing was stored"}

@@ -176,14 +176,17 @@ def get_job(job_id: str) -> JobView:
     status: JobStatus = result.get("status") or "running"
     error = result.get("error")
     args = job.get("args") or {}
+    stage, done, total = progress.get("stage"), progress.get("done"), progress.get("total")
+    if status == "succeeded":  # every stage done, not the last one begun
+        stage, done = "done", total
     return JobView(
         job_id=job_id,
         kind=job["kind"],
         status=status,
         run_id=args.get("run_id"),
-        stage=progress.get("stage"),
-        done=progress.get("done"),
-        total=progress.get("total"),
+        stage=stage,
+        done=done,
+        total=total,
         message=result.get("message") or progress.get("message") or _waiting(status, job_id),
         created_at=job["created_at"],
         updated_at=progress.get("t"),
