@@ -75,6 +75,13 @@ def kill_leftover_runs(home_dir: Path) -> None:
                 os.killpg(pid, signal.SIGKILL)
 
 
+def training_args(checkpoint: Path):
+    """The TrainingArguments a checkpoint was trained with (the Trainer pickles them there)."""
+    import torch
+
+    return torch.load(checkpoint / "training_args.bin", weights_only=False)
+
+
 def free_port() -> int:
     """A TCP port nothing listens on right now."""
     import socket

@@ -12,7 +12,7 @@ from posttrain.runs.layout import iter_events
 from posttrain.tools.data import check_dataset
 from posttrain.tools.launch import human_question, launch, smoke_run
 from posttrain.tools.runs import get_run, sample_traces
-from tests.conftest import kill_leftover_runs, wait_finished
+from tests.conftest import kill_leftover_runs, training_args, wait_finished
 
 SYSTEM = "Réponds toujours en vers — answer in rhyme."
 QUESTIONS = [
@@ -176,6 +176,9 @@ def test_it_resumes_from_a_checkpoint_and_runs_evaluates_generation(grpo_dry_run
         rows = [row for step in traced.steps.values() for row in step]
         assert len(rows) == 2 and all(r.completion is not None for r in rows)
     assert (Path(detail.run_dir) / "final" / "adapter_config.json").is_file()
+    # The dry run proves the GPU's path: LoRA under gradient checkpointing.
+    checkpoint = Path(detail.run_dir) / "checkpoints" / "checkpoint-5"
+    assert training_args(checkpoint).gradient_checkpointing
 
 
 def test_get_run_says_what_the_dry_run_proved_and_that_its_rewards_mean_nothing(grpo_dry_run):

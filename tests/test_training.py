@@ -7,7 +7,7 @@ import pytest
 
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, sample_traces, tail_logs
-from tests.conftest import kill_leftover_runs, wait_finished, wait_for
+from tests.conftest import kill_leftover_runs, training_args, wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +97,9 @@ def test_a_grpo_run_trains_and_everything_reads_back(runs):
         "final",
     ]
     assert (Path(d.run_dir) / "final" / "adapter_config.json").is_file()  # LoRA adapter
+    # A real run on the CPU keeps its activations (no recomputed forward pass), LoRA too.
+    checkpoint = Path(d.run_dir) / "checkpoints" / "checkpoint-3"
+    assert not training_args(checkpoint).gradient_checkpointing
 
     messages = [line.message for line in tail_logs(runs["grpo"], tail=200).lines]
     for stage in ("preparing", "loading_model", "proof_step", "training", "saving"):
