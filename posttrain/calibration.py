@@ -191,7 +191,7 @@ def fitted() -> Fit:
 
 # --- This machine's CPU: real weights on the local backend ---------------------------------
 
-CPU_MACHINE = "2 CPU cores (shared), torch 2.13 CPU, fp32, one trainer thread"
+CPU_MACHINE = "2 quiet CPU cores, torch 2.13 CPU, fp32, the trainer's 2 threads, no recomputation"
 
 
 @dataclass(frozen=True)
@@ -210,19 +210,22 @@ class CpuMeasurement:
     machine: str = CPU_MACHINE
 
 
-# The real demo's spec (posttrain/demo.py) with its first, longer system prompt, run through
-# the local backend with POSTTRAIN_CPU_THREADS=1 at nice 10 while the test suite shared the
-# two cores: medians of steady steps from its events.jsonl.
-_CPU_RUN = "run-261202-073417-21f8: the real demo spec, LoRA r16 on the top 8 of 30 layers"
+# The real demo's spec (posttrain/demo.py), `make demo-real` on a fresh clone on two quiet
+# cores of an AMD EPYC (the trainer at its default 2 threads, activations kept: no gradient
+# checkpointing on the CPU): medians of steady steps from its events.jsonl. The first
+# measurement (run-261202-073417-21f8: a longer system prompt, 1 thread at nice 10 beside the
+# test suite, checkpointing on) gave 16.6 and 26.4 s; with it, plan put this run at 12.4 min,
+# 2.9x the ~4.3 min its training took.
+_CPU_RUN = "run-261202-190213-764c: the real demo spec, LoRA r16 on the top 8 of 30 layers"
 CPU_MEASUREMENTS: tuple[CpuMeasurement, ...] = (
     CpuMeasurement(
         what="sft",
         model="SmolLM2-135M-Instruct",
         batch=8,
-        prompt_tokens=98,
+        prompt_tokens=70,
         completion_tokens=31,
         kl=False,
-        step_s=16.6,
+        step_s=4.1,
         date="2026-12-02",
         command=f"{_CPU_RUN} (its warm-start, steps 2-8)",
     ),
@@ -230,10 +233,10 @@ CPU_MEASUREMENTS: tuple[CpuMeasurement, ...] = (
         what="grpo",
         model="SmolLM2-135M-Instruct",
         batch=8,
-        prompt_tokens=98,
-        completion_tokens=30,  # the mean completion (29.7 tokens; at most 32)
+        prompt_tokens=70,
+        completion_tokens=30,  # the mean completion (29.6 tokens; at most 32)
         kl=False,
-        step_s=26.4,
+        step_s=8.55,
         date="2026-12-02",
         command=f"{_CPU_RUN} (GRPO steps 2-24)",
     ),
