@@ -33,6 +33,26 @@ def test_an_unknown_or_malformed_job_id_is_a_clear_error(home):
         get_job("../runs")
 
 
+def test_a_job_reads_done_only_once_its_result_is_written(home):
+    """The worker's last progress is the stage it began; only its result makes the job done
+    (a poll between the two once read a running job at stage 'done')."""
+    job_dir = jobs_root() / "job-written-by-hand"
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.json").write_text(json.dumps({"kind": "evaluate", "created_at": 1.0}))
+    progress = {"stage": "scoring", "done": 1, "total": 2, "message": "scoring", "t": 2.0}
+    (job_dir / "progress.json").write_text(json.dumps(progress))
+    running = get_job("job-written-by-hand")
+    assert (running.status, running.stage, running.done, running.total) == (
+        "running",
+        "scoring",
+        1,
+        2,
+    )
+    (job_dir / "result.json").write_text(json.dumps({"status": "succeeded", "result": {}}))
+    done = get_job("job-written-by-hand")
+    assert (done.status, done.stage, done.done, done.total) == ("succeeded", "done", 2, 2)
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:

@@ -26,7 +26,7 @@ from posttrain.tools.data import check_dataset
 from posttrain.tools.export import export_run
 from posttrain.tools.launch import launch
 from posttrain.tools.plan import LOCAL_LIMIT_S, plan
-from tests.conftest import EXAMPLES, kill_leftover_runs, wait_finished
+from tests.conftest import EXAMPLES, kill_leftover_runs, training_args, wait_finished
 
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -178,6 +178,8 @@ def test_a_merged_export_of_a_real_run_answers_as_its_adapter_does(smollm2, home
         kill_leftover_runs(home)
     assert detail.status == "succeeded", detail.cause
     run_dir = home / "runs" / run_id
+    # Real weights on the CPU keep their activations (no recomputed forward pass), LoRA too.
+    assert not training_args(run_dir / "final").gradient_checkpointing
     out = tmp_path / "merged"
     result = export_run(run_id, out, merged=True, roots=[tmp_path, home])
     assert result.merged
