@@ -24,6 +24,7 @@ from posttrain.gpu.reporter import (
     renderer,
     trace_steps,
 )
+from posttrain.gpu.trl_cpu import score_only_labelled_positions
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.spec import RunSpec
@@ -139,6 +140,7 @@ def sft_trainer(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    score_only_labelled_positions()  # the prompt's positions cost only time on the CPU
     spec, rows, tokenizer = job.spec, job.rows, job.tokenizer
     phase, steps = settings.phase, settings.steps
     a = spec.algorithm
@@ -279,6 +281,7 @@ def run_grpo(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    score_only_labelled_positions()  # the prompt's positions cost only time on the CPU
     spec, tokenizer, reporter = job.spec, job.tokenizer, job.reporter
     assert job.reward is not None
     a = spec.algorithm
