@@ -38,17 +38,11 @@ def test_grpo_scores_only_the_completion_on_the_cpu_and_gets_the_same_numbers(mo
     from trl.trainer.utils import add_fused_lm_head
 
     from posttrain.gpu.trl_cpu import score_only_labelled_positions
+    from posttrain.standin_shape import STAND_IN_ARCH
 
     torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=5000,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-    )
+    # The dry run's stand-in, with a smaller vocabulary.
+    config = Qwen3Config(vocab_size=5000, **STAND_IN_ARCH)
     model = Qwen3ForCausalLM(config)
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))
     batch, prompt, completion = 3, 90, 10
