@@ -27,7 +27,7 @@ class Device:
 
         if torch.cuda.is_available():
             return cls(True, torch.cuda.is_bf16_supported(), torch.cuda.get_device_name(0))
-        return cls(False, False, "cpu")
+        return cls(False, False, f"cpu, {torch.get_num_threads()} thread(s)")
 
     def trainer_kwargs(self) -> dict[str, Any]:
         # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way.

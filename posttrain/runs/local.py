@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from posttrain.runs import forkserver
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
@@ -49,7 +50,14 @@ class LocalBackend:
 
     def submit(self, plan: Any, run_dir: Path) -> dict[str, Any]:
         """Start the run's supervisor in its own session (it outlives this process); the
-        run folder was made at reserve time."""
+        run folder was made at reserve time. Forked by the fork server when one runs for
+        this environment (its trainer skips the library imports), else a new process."""
+        if pid := forkserver.spawn_supervisor(run_dir, run_dir / "supervisor.log"):
+            return {
+                "supervisor_pid": pid,
+                "supervisor_start": process_start(pid),
+                "cwd": os.getcwd(),
+            }
         with (run_dir / "supervisor.log").open("ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "posttrain.runs.supervisor", str(run_dir)],

@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from posttrain.runs import forkserver
+from posttrain.runs.forkserver import ForkedTrainer
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
@@ -64,7 +66,7 @@ def last_output(run_dir: Path, lines: int = 5) -> str:
     return " | ".join(tail)[-600:]
 
 
-def copy_output(child: subprocess.Popen, path: Path) -> None:
+def copy_output(child: subprocess.Popen | ForkedTrainer, path: Path) -> None:
     """The trainer's output, line by line into stdout.log, with secret values redacted
     (a library may print its environment, a traceback may quote a token)."""
     values = secret_values()
@@ -82,7 +84,7 @@ def timeout_s(run_dir: Path) -> float:
     return float((spec.get("compute") or {}).get("timeout_s") or 3600)
 
 
-def stop_at_timeout(child: subprocess.Popen, run_dir: Path, limit: float) -> int:
+def stop_at_timeout(child: subprocess.Popen | ForkedTrainer, run_dir: Path, limit: float) -> int:
     """Ask the trainer to stop at its timeout (it finishes its step, saves final/ and writes
     a failed result with the cause); kill it if it has not stopped within the grace."""
     write_json_atomic(run_dir / TIMEOUT_REQUEST, {"timeout_s": round(limit), "at": time.time()})
@@ -95,6 +97,22 @@ def stop_at_timeout(child: subprocess.Popen, run_dir: Path, limit: float) -> int
         return child.wait()
 
 
+def start_trainer(run_dir: Path, env: dict[str, str]) -> subprocess.Popen | ForkedTrainer:
+    """`python -m posttrain.gpu.train RUN_DIR`: forked, when this supervisor was forked by
+    the fork server (the trainer's libraries are imported already), else a new interpreter."""
+    if forkserver.PRELOADED:
+        return forkserver.fork_trainer(run_dir, env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "posttrain.gpu.train", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        # the trainer takes SIGTERM as "stop after this step"; it must not inherit SIG_IGN
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
+
+
 def supervise(run_dir: Path) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     me = os.getpid()
@@ -104,16 +122,7 @@ def supervise(run_dir: Path) -> int:
     if slot is None:  # cancelled while queued
         write_result(run_dir, "cancelled", "cancelled while queued (it never started)")
         return 0
-    env = {**os.environ, **cpu_thread_env()}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "posttrain.gpu.train", str(run_dir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        # the trainer takes SIGTERM as "stop after this step"; it must not inherit SIG_IGN
-        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
-    )
+    child = start_trainer(run_dir, {**os.environ, **cpu_thread_env()})
     info.update(
         trainer_pid=child.pid,
         trainer_start=process_start(child.pid),

@@ -1,0 +1,171 @@
+"""The fork server: a local run's supervisor and trainer forked from a process that holds the
+trainer's libraries, with the process relations, signals, exit codes and thread counts that a
+plain start gives, and never a second supervisor for one run."""
+
+import json
+import os
+import signal
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from posttrain.runs import forkserver
+from posttrain.runs.layout import PROCESS, RUN_META, iter_events, process_alive, read_json
+from posttrain.tools.launch import launch
+from posttrain.tools.runs import cancel_run, get_run
+from tests.conftest import kill_leftover_runs, wait_finished, wait_for
+from tests.test_server import SMOKE_SPEC
+
+
+def server_pid(key: str) -> int | None:
+    """The pid of the server listening for key (from the socket's peer credentials)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(forkserver.address(key))
+        except OSError:
+            return None
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return int.from_bytes(creds[:4], "little")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server of this module's own (an environment variable no other test has), started
+    from another home than the tests', as a launch starts one, and stopped after."""
+    os.environ["FORKSERVER_TEST"] = uuid.uuid4().hex
+    home, os.environ["POSTTRAIN_HOME"] = (
+        os.environ.get("POSTTRAIN_HOME"),
+        str(tmp_path_factory.mktemp("server-home")),
+    )
+    try:
+        key = forkserver.server_key(dict(os.environ))
+        assert server_pid(key) is None
+        forkserver.start_server(key)
+        pid = wait_for(lambda: server_pid(key), 120, every_s=0.2)
+    finally:
+        os.environ.pop("POSTTRAIN_HOME")
+        if home is not None:
+            os.environ["POSTTRAIN_HOME"] = home
+    yield key
+    os.kill(pid, signal.SIGTERM)
+    del os.environ["FORKSERVER_TEST"]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(home):
+    yield
+    kill_leftover_runs(home)
+
+
+def stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def running_trainer(run_id: str, home: Path) -> dict:
+    run_dir = home / "runs" / run_id
+    wait_for(lambda: read_json(run_dir / PROCESS).get("trainer_pid"), 120, every_s=0.2)
+    wait_for(lambda: any(m["step"] >= 2 for m in get_run(run_id, verbose=True).metrics), 180)
+    return read_json(run_dir / PROCESS)
+
+
+def model_line(run_id: str, home: Path) -> str:
+    """The trainer's line saying which model it loaded, on what."""
+    lines = [e.get("message", "") for e in iter_events(home / "runs" / run_id)]
+    return next(line for line in lines if line.startswith("model "))
+
+
+def long_spec(**algorithm) -> dict:
+    return {**SMOKE_SPEC, "algorithm": {**SMOKE_SPEC["algorithm"], "steps": 400, **algorithm}}
+
+
+def test_a_forked_run_has_the_process_tree_of_a_started_one_and_cancels(server, home):
+    run_id = launch(long_spec()).run_id
+    proc = running_trainer(run_id, home)
+    supervisor, trainer = proc["supervisor_pid"], proc["trainer_pid"]
+    # Forked, not a new interpreter: both still carry the server's command line.
+    assert f"posttrain.runs.forkserver {server}" in cmdline(supervisor)
+    assert f"posttrain.runs.forkserver {server}" in cmdline(trainer)
+    # The supervisor leads its own session and group; the trainer is its child, in its group.
+    assert os.getsid(supervisor) == supervisor and os.getpgid(supervisor) == supervisor
+    assert int(stat(trainer)[1]) == supervisor and os.getpgid(trainer) == supervisor
+    # It has the launcher's working directory and environment (it writes to this test's home,
+    # which the server's environment does not name), and one thread, set per trainer.
+    assert Path(f"/proc/{trainer}/cwd").resolve() == Path.cwd().resolve()
+    assert "on cpu, 1 thread(s)" in model_line(run_id, home)
+
+    outcome = cancel_run(run_id)
+    assert outcome.stopped, outcome
+    assert get_run(run_id).status == "cancelled"
+    assert not process_alive(trainer) and not process_alive(supervisor)
+    assert read_json(home / "runs" / run_id / PROCESS)["trainer_exit_code"] == 0
+
+
+def test_a_forked_trainer_killed_by_a_signal_is_recorded_as_such(server, home):
+    run_id = launch(long_spec()).run_id
+    trainer = running_trainer(run_id, home)["trainer_pid"]
+    os.kill(trainer, signal.SIGKILL)
+    detail = wait_finished(run_id, 60)
+    assert detail.status == "failed"
+    assert detail.cause.startswith("trainer killed by SIGKILL"), detail.cause
+    assert read_json(home / "runs" / run_id / PROCESS)["trainer_exit_code"] == -signal.SIGKILL
+
+
+def test_a_forked_trainer_uses_the_threads_it_is_given(server, home, monkeypatch):
+    """The server imports with one OpenMP thread; a trainer given two gets two, and
+    finishes (an OpenMP pool forked from a parent that used one hangs)."""
+    monkeypatch.setenv("POSTTRAIN_CPU_THREADS", "2")
+    run_id = launch(long_spec(steps=8, batch_size=16)).run_id
+    trainer = running_trainer(run_id, home)["trainer_pid"]
+    assert f"posttrain.runs.forkserver {server}" in cmdline(trainer)
+    assert "on cpu, 2 thread(s)" in model_line(run_id, home)
+    assert wait_finished(run_id, 300).status == "succeeded"
+
+
+def test_a_launcher_that_gives_up_before_its_go_gets_no_supervisor(server, tmp_path):
+    run_dir = tmp_path / "run-never"
+    run_dir.mkdir()
+    request = {"run_dir": str(run_dir), "log": str(run_dir / "supervisor.log")}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(forkserver.address(server))
+        sock.sendall(json.dumps({**request, "cwd": os.getcwd(), "env": dict(os.environ)}).encode())
+        sock.sendall(b"\n")
+        pid = json.loads(sock.makefile("rb").readline())["pid"]
+        assert process_alive(pid)
+    # closed without "go": the fork leaves, having written nothing
+    wait_for(lambda: not process_alive(pid), 30, every_s=0.1)
+    assert sorted(p.name for p in run_dir.iterdir()) == []
+
+
+def test_the_key_follows_what_libraries_read_at_import_not_the_home_or_test():
+    env = dict(os.environ)
+    key = forkserver.server_key(env)
+    same = {
+        **env,
+        "POSTTRAIN_HOME": "/elsewhere",
+        "PYTEST_CURRENT_TEST": "x",
+        "OMP_NUM_THREADS": "7",
+    }
+    assert forkserver.server_key(same) == key
+    assert forkserver.server_key({**env, "HF_HUB_OFFLINE": "0"}) != key
+    assert forkserver.server_key({**env, "OMP_WAIT_POLICY": "ACTIVE"}) != key
+
+
+def test_without_a_server_a_launch_starts_one_and_its_run_starts_plainly(home, monkeypatch):
+    monkeypatch.setenv("FORKSERVER_TEST", uuid.uuid4().hex)
+    key = forkserver.server_key(dict(os.environ))
+    assert server_pid(key) is None
+    run_id = launch({**SMOKE_SPEC, "algorithm": {**SMOKE_SPEC["algorithm"], "steps": 2}}).run_id
+    try:
+        supervisor = read_json(home / "runs" / run_id / RUN_META)["supervisor_pid"]
+        assert "-m posttrain.runs.supervisor" in cmdline(supervisor)  # a new interpreter
+        wait_for(lambda: server_pid(key), 120, every_s=0.2)  # ready for the next launch
+        assert wait_finished(run_id, 300).status == "succeeded"
+    finally:
+        if pid := server_pid(key):
+            os.kill(pid, signal.SIGTERM)
