@@ -70,8 +70,6 @@ PRELOAD = (
 UNKEYED_PREFIXES = ("POSTTRAIN_", "PYTEST_")
 UNKEYED = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
 
-PRELOADED = False  # True in the server and in every process forked from it
-
 log = logging.getLogger(__name__)
 
 
@@ -103,7 +101,9 @@ def peer_uid(sock: socket.socket) -> int:
 
 
 def enabled() -> bool:
-    return os.environ.get("POSTTRAIN_FORKSERVER", "1") != "0" and hasattr(os, "fork")
+    """On Linux (abstract sockets, peer credentials, pidfd), unless POSTTRAIN_FORKSERVER=0."""
+    linux = sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+    return linux and os.environ.get("POSTTRAIN_FORKSERVER", "1") != "0"
 
 
 # --- The launcher's side -------------------------------------------------------------------
@@ -159,20 +159,24 @@ def spawn_supervisor(run_dir: Path, log_path: Path) -> int | None:
 
 
 def preload() -> None:
-    global PRELOADED
     for name in PRELOAD:
         with contextlib.suppress(ImportError):  # an optional one may be missing
             importlib.import_module(name)
-    PRELOADED = True
+
+
+def preloaded() -> bool:
+    """Whether this process holds the trainer's libraries already (the server and the
+    supervisors it forks): then a trainer is forked, not started as a new interpreter."""
+    return all(name in sys.modules for name in ("torch", "transformers", "trl"))
 
 
 def serve(key: str) -> int:
-    preload()  # first: a server that listens can fork at once
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
+    try:  # the name first: of servers started at once, one preloads and the others leave
         listener.bind(address(key))
-    except OSError:  # another server of this key won the race
+    except OSError:
         return 0
+    preload()  # then listen: a launch that connects finds a server that forks at once
     listener.listen(64)
     listener.settimeout(IDLE_S)
     while True:
@@ -310,6 +314,4 @@ def fork_trainer(run_dir: Path, env: dict[str, str]) -> ForkedTrainer:
 
 
 if __name__ == "__main__":
-    from posttrain.runs import forkserver  # by its own name, so PRELOADED is the one read
-
-    sys.exit(forkserver.serve(sys.argv[1]))
+    sys.exit(serve(sys.argv[1]))

@@ -100,7 +100,7 @@ def stop_at_timeout(child: subprocess.Popen | ForkedTrainer, run_dir: Path, limi
 def start_trainer(run_dir: Path, env: dict[str, str]) -> subprocess.Popen | ForkedTrainer:
     """`python -m posttrain.gpu.train RUN_DIR`: forked, when this supervisor was forked by
     the fork server (the trainer's libraries are imported already), else a new interpreter."""
-    if forkserver.PRELOADED:
+    if forkserver.preloaded():
         return forkserver.fork_trainer(run_dir, env)
     return subprocess.Popen(
         [sys.executable, "-m", "posttrain.gpu.train", str(run_dir)],
