@@ -20,9 +20,20 @@ pytestmark = pytest.mark.slow
 TINY = {**tiny(steps=5000), "compute": {"backend": "local", "timeout_s": 60}}
 
 
-def test_a_local_run_is_stopped_at_its_timeout_and_fails_saying_so(home):
+# A reward that waits: the trainer spends its 60 s asleep, not on the CPU the other tests use.
+SLOW_REWARD = """
+import time
+
+def slow(completions, **columns):
+    time.sleep(1.0)
+    return [len(str(c)) % 7 / 7 for c in completions]
+"""
+
+
+def test_a_local_run_is_stopped_at_its_timeout_and_fails_saying_so(home, tmp_path):
+    (tmp_path / "slow_reward.py").write_text(SLOW_REWARD)
     t = time.time()
-    run_id = launch(TINY).run_id
+    run_id = launch({**TINY, "reward": f"{tmp_path / 'slow_reward.py'}:slow"}).run_id
     try:
         detail = wait_finished(run_id, 150)
     finally:
