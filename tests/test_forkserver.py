@@ -8,6 +8,7 @@ import signal
 import socket
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -130,7 +131,11 @@ def test_a_forked_trainer_uses_the_threads_it_is_given(server, home, monkeypatch
 def test_a_launcher_that_gives_up_before_its_go_gets_no_supervisor(server, tmp_path):
     run_dir = tmp_path / "run-never"
     run_dir.mkdir()
-    request = {"run_dir": str(run_dir), "log": str(run_dir / "supervisor.log")}
+    request = {
+        "module": "posttrain.runs.supervisor",
+        "args": [str(run_dir)],
+        "log": str(run_dir / "supervisor.log"),
+    }
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(forkserver.address(server))
         sock.sendall(json.dumps({**request, "cwd": os.getcwd(), "env": dict(os.environ)}).encode())
@@ -169,3 +174,33 @@ def test_without_a_server_a_launch_starts_one_and_its_run_starts_plainly(home, m
     finally:
         if pid := server_pid(key):
             os.kill(pid, signal.SIGTERM)
+
+
+def test_a_server_forks_only_the_modules_it_serves(server):
+    request = {"module": "os", "args": [], "log": os.devnull, "cwd": "/", "env": {}}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(forkserver.address(server))
+        sock.settimeout(30)
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        assert sock.makefile("rb").readline() == b""  # closed unanswered
+    assert forkserver.spawn("os", [], Path(os.devnull)) is None
+
+
+def test_a_job_worker_is_forked_too_and_reports_its_end(server, home, tmp_path, monkeypatch):
+    from posttrain.runs.layout import runs_root
+    from posttrain.tools.jobs import get_job, jobs_root, start_job
+
+    forked = []  # what the real spawn returned, each time jobs.py called it
+
+    def spawn(*args, **kwargs):
+        forked.append(forkserver.spawn(*args, **kwargs))
+        return forked[-1]
+
+    monkeypatch.setattr("posttrain.tools.jobs.forkserver", SimpleNamespace(spawn=spawn))
+    args = {"run_id": "run-000000-000000-none", "out": str(tmp_path / "out")}
+    job = start_job("export", {**args, "merged": False, "push_to_hub": None}, runs_root())
+    pid = read_json(jobs_root() / job.job_id / "process.json")["pid"]
+    assert forked == [pid]  # the server's fork, not a new interpreter
+    wait_for(lambda: get_job(job.job_id).status in ("failed", "succeeded"), 120)
+    assert get_job(job.job_id).status == "failed"
+    assert "run-000000-000000-none" in get_job(job.job_id).error

@@ -22,10 +22,11 @@ so a launch from another environment gets its own server. It imports with one Op
 file to go stale), checks that the peer is the same user both ways, and exits after IDLE_S
 without a request. POSTTRAIN_FORKSERVER=0 turns it off.
 
-The launcher (`spawn_supervisor`) connects, sends the run, and the forked supervisor answers
-with its pid; it starts supervising only after the launcher's "go", so a launcher that gave
-up (and started the supervisor as a plain subprocess instead) never gets two. When no server
-answers it starts one for next time and returns None.
+The launcher (`spawn`) connects, sends the module to run (a run's supervisor, or a job
+worker, which evaluates in its own process), and the forked process answers with its pid; it
+runs only after the launcher's "go", so a launcher that gave up (and started the process
+itself instead) never gets two. When no server answers it starts one for next time and
+returns None.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ PRELOAD = (
     "trl",
     "sentence_transformers",
 )
+# What a server forks on request: detached processes that run or evaluate a model.
+SPAWNABLE = frozenset({"posttrain.runs.supervisor", "posttrain.tools.job_worker"})
 # Read when used, or set per trainer: they do not split servers.
 UNKEYED_PREFIXES = ("POSTTRAIN_", "PYTEST_")
 UNKEYED = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
@@ -122,15 +125,24 @@ def start_server(key: str) -> None:
     )
 
 
-def spawn_supervisor(run_dir: Path, log_path: Path) -> int | None:
-    """The pid of a supervisor for run_dir forked by this environment's server, or None
-    when there is none to ask (one is started for the next launch) or it did not answer:
-    then the caller starts the supervisor itself."""
-    if not enabled():
+def spawn(
+    module: str, args: list[str], log_path: Path, env: dict[str, str] | None = None
+) -> int | None:
+    """The pid of `python -m module args` (a supervisor or a job worker) forked by this
+    environment's server in a session of its own, output appended to log_path; or None when
+    there is none to ask (one is started for the next launch) or it did not answer: then
+    the caller starts the process itself."""
+    if not enabled() or module not in SPAWNABLE:
         return None
-    env = dict(os.environ)
+    env = dict(os.environ if env is None else env)
     key = server_key(env)
-    request = {"run_dir": str(run_dir), "log": str(log_path), "cwd": os.getcwd(), "env": env}
+    request = {
+        "module": module,
+        "args": args,
+        "log": str(log_path),
+        "cwd": os.getcwd(),
+        "env": env,
+    }
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         try:
@@ -192,19 +204,21 @@ def serve(key: str) -> int:
                 request = json.loads(conn.makefile("rb").readline())
             except (OSError, ValueError):
                 continue
+            if request.get("module") not in SPAWNABLE:
+                continue
             sys.stdout.flush()
             sys.stderr.flush()
             first = os.fork()
             if first == 0:  # forks the supervisor and leaves at once: init adopts it
                 if os.fork() == 0:
                     listener.close()
-                    _supervisor(conn, request)
+                    _spawned(conn, request)
                 os._exit(0)
             os.waitpid(first, 0)
 
 
-def _supervisor(conn: socket.socket, request: dict[str, Any]) -> None:
-    """In the forked supervisor: become the launcher's process, then supervise on its go."""
+def _spawned(conn: socket.socket, request: dict[str, Any]) -> None:
+    """In the forked process: become the launcher's, then run its module on its go."""
     code = 1
     try:
         os.setsid()  # its own session and process group, as start_new_session gives
@@ -215,7 +229,7 @@ def _supervisor(conn: socket.socket, request: dict[str, Any]) -> None:
         conn.close()
         os.chdir(request["cwd"])
         log_fd = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        code = run_module("posttrain.runs.supervisor", [request["run_dir"]], request["env"], log_fd)
+        code = run_module(request["module"], request["args"], request["env"], log_fd)
     except BaseException:  # a forked child must never return into the server
         with contextlib.suppress(Exception):
             traceback.print_exc()

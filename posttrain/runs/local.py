@@ -52,7 +52,8 @@ class LocalBackend:
         """Start the run's supervisor in its own session (it outlives this process); the
         run folder was made at reserve time. Forked by the fork server when one runs for
         this environment (its trainer skips the library imports), else a new process."""
-        if pid := forkserver.spawn_supervisor(run_dir, run_dir / "supervisor.log"):
+        log_path = run_dir / "supervisor.log"
+        if pid := forkserver.spawn("posttrain.runs.supervisor", [str(run_dir)], log_path):
             return {
                 "supervisor_pid": pid,
                 "supervisor_start": process_start(pid),

@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.errors import ConfigError, NotFoundError
 from posttrain.paths import home
+from posttrain.runs import forkserver
 from posttrain.runs.layout import process_alive, process_start, read_json, write_json_atomic
 
 JobKind = Literal["evaluate", "export"]
@@ -138,6 +139,11 @@ def start_job(
 
 
 def _spawn(job_dir: Path) -> None:
+    env = {**os.environ, "POSTTRAIN_HOME": str(home())}
+    # Forked by the fork server when one runs (it holds torch and transformers already).
+    if pid := forkserver.spawn("posttrain.tools.job_worker", [str(job_dir)], job_dir / LOG, env):
+        write_json_atomic(job_dir / PROCESS, {"pid": pid, "start": process_start(pid)})
+        return
     with open(job_dir / LOG, "ab") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "posttrain.tools.job_worker", str(job_dir)],
@@ -145,7 +151,7 @@ def _spawn(job_dir: Path) -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: a server's exit or ^C does not end it
-            env={**os.environ, "POSTTRAIN_HOME": str(home())},
+            env=env,
         )
     write_json_atomic(job_dir / PROCESS, {"pid": child.pid, "start": process_start(child.pid)})
     # Reap it when it ends, so a long-lived server collects no zombies (the job does not
