@@ -18,7 +18,7 @@ from posttrain.demo import TOOL_SYSTEM_PROMPT, real_demo_spec, write_tool_rows
 from posttrain.errors import ConfigError
 from posttrain.gpu.generate import sample
 from posttrain.gpu.models import resolve_model
-from posttrain.gpu.weights import converted_path, local_folder
+from posttrain.gpu.weights import converted, converted_path, local_folder
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.registry import get_reward
 from posttrain.spec import load_spec
@@ -95,6 +95,20 @@ def test_a_gguf_path_resolves_to_the_same_conversion_and_its_shape_is_read(smoll
     parsed = _gguf_shape.cache_info().misses
     plan(local_spec(str(gguf)))  # asks for the shape several times; the file is read once
     assert _gguf_shape.cache_info().misses == parsed
+
+
+def test_the_same_weights_elsewhere_reuse_the_conversion_and_changed_ones_do_not(smollm2, tmp_path):
+    """Each virtual environment installs its own copy of the packaged GGUF: a fresh clone
+    must find the folder converted from another copy, not convert again (~35 s)."""
+    import shutil
+
+    copy = tmp_path / "elsewhere" / packaged_weights(SMOLLM2_135M).name
+    copy.parent.mkdir()
+    shutil.copy(packaged_weights(SMOLLM2_135M), copy)
+    assert converted(copy) == smollm2 == local_folder(str(copy))
+    with copy.open("ab") as f:
+        f.write(b"\0")
+    assert converted_path(copy) != smollm2 and converted(copy) is None
 
 
 def test_plan_prices_the_135m_here_and_refuses_a_4b_with_its_cpu_estimate(home):

@@ -23,6 +23,7 @@ reader of the folder (the warm-start, evaluate, an export) renders tools the sam
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -114,11 +115,19 @@ def gguf_source(name: str) -> Path | None:
 
 
 def converted_path(gguf: Path) -> Path:
-    """Where the folder converted from this file lives: keyed by its path, size and time, so
-    a replaced file is converted again."""
+    """Where the folder converted from this file lives: keyed by its content, so a replaced
+    file is converted again and the same file in another place (each virtual environment
+    installs its own copy of the packaged one) is not."""
     stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    key = _content_key(gguf, stat.st_size, stat.st_mtime_ns)
     return cache_dir() / "models" / f"{gguf.stem}-{key}-v{CONVERT_FORMAT}"
+
+
+@functools.cache
+def _content_key(gguf: Path, size: int, mtime_ns: int) -> str:
+    """sha256 of the file (0.1 s for the packaged 98 MB), once per process per version of it."""
+    with gguf.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:12]
 
 
 def converted(gguf: Path) -> Path | None:
