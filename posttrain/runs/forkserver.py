@@ -98,6 +98,16 @@ def address(key: str) -> str:
     return f"\0posttrain-forkserver-{os.getuid()}-{key}"
 
 
+def listening(key: str) -> bool:
+    """Whether a server for key is up and ready to fork."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(address(key))
+        except OSError:
+            return False
+        return peer_uid(sock) == os.getuid()
+
+
 def peer_uid(sock: socket.socket) -> int:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return struct.unpack("3i", creds)[1]
