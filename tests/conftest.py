@@ -106,12 +106,16 @@ def wait_listening(port: int, timeout_s: float = 30) -> None:
 # (`make test` runs `-n 4 --dist loadfile --no-loadscope-reorder`) a worker takes whole
 # modules in collection order, so the long ones start first and the short ones fill in
 # around them; without this the demo (minutes) started 10 minutes into the suite and
-# finished alone.
+# finished alone. xdist starts each worker with at least two modules, the 5th in this order
+# going to the demo's worker, where it waits out the demo (~8 min): a quick one goes there, so
+# that worker takes more only once the demo is done (test_groups.py there ran after the demo,
+# at the end of the suite).
 SLOW_FIRST = (
     "test_demo.py",
     "test_tool_sft_flow.py",
     "test_dry_run.py",
     "test_local_limits.py",
+    "test_price.py",  # 2 s: the demo worker's second module
     "test_groups.py",
     "test_queue.py",
     "test_server.py",
