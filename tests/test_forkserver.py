@@ -204,3 +204,25 @@ def test_a_job_worker_is_forked_too_and_reports_its_end(server, home, tmp_path, 
     wait_for(lambda: get_job(job.job_id).status in ("failed", "succeeded"), 120)
     assert get_job(job.job_id).status == "failed"
     assert "run-000000-000000-none" in get_job(job.job_id).error
+
+
+def test_servers_started_at_once_leave_one_listening(monkeypatch):
+    """Four launchers that each found no server start four at once: one binds the name and
+    serves, the others leave."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("FORKSERVER_TEST", uuid.uuid4().hex)
+    key = forkserver.server_key(dict(os.environ))
+    command = [sys.executable, "-m", "posttrain.runs.forkserver", key]
+    servers = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(4)]
+    try:
+        pid = wait_for(lambda: server_pid(key), 120, every_s=0.2)
+        assert pid in [s.pid for s in servers]
+        for other in (s for s in servers if s.pid != pid):
+            assert other.wait(timeout=60) == 0  # left: the name was taken
+        assert servers[[s.pid for s in servers].index(pid)].poll() is None
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()

@@ -4,8 +4,8 @@ forks each run's supervisor from that state; the supervisor forks its trainer in
     python -m posttrain.runs.forkserver KEY
 
 A trainer started as a new interpreter spends ~5 s of CPU importing torch, transformers,
-TRL, peft and datasets before its first step: most of a smoke run on the tiny model, and
-~230 CPU-s of the test suite's 45 trainers. Forked from a process that holds them already,
+TRL, peft and datasets before its first step: most of a smoke run on the tiny model (the
+test suite starts ~45 trainers). Forked from a process that holds them already,
 it imports only posttrain's own modules, from the source as it is now (they are not
 preloaded here).
 
