@@ -1,9 +1,17 @@
 import json
+import threading
+import time
 
 import pytest
 
 from posttrain.errors import ConfigError, NotFoundError
-from posttrain.runs.layout import EventWriter, check_run_id, read_events, write_json_atomic
+from posttrain.runs.layout import (
+    EventWriter,
+    check_run_id,
+    read_events,
+    write_json_atomic,
+    write_rows_atomic,
+)
 from posttrain.runs.store import Store
 from posttrain.tools.context import Context
 from posttrain.tools.runs import get_run, sample_traces, tail_logs
@@ -154,3 +162,21 @@ def test_any_json_value_in_a_trace_is_indexed_and_no_run_breaks_the_listing(tmp_
     assert got[2].reference == "東京" and got[3].reference == "3.5"
     assert got[0].prompt == '{"role": "user"}' and got[0].trained == "⟦x⟧"
     assert get_run(odd.name, ctx=ctx).status == "succeeded"
+
+
+def test_rows_are_whole_for_a_reader_that_copies_them_on_first_sight(tmp_path):
+    """The Modal backend copies a run's held-out rows and each trace file once, when it first
+    sees them; a half-written file copied then stayed half (an evaluation found 0 tasks)."""
+    path = tmp_path / "holdout.jsonl"
+    rows = [{"id": i, "prompt_text": f"question {i} " + "é" * 200} for i in range(20_000)]
+    writer = threading.Thread(target=write_rows_atomic, args=(path, rows))
+    seen_names: set[str] = set()
+    writer.start()
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        seen_names.update(p.name for p in tmp_path.iterdir())
+    copied = path.read_text(encoding="utf-8")  # the first sight
+    writer.join()
+    assert [json.loads(line) for line in copied.splitlines()] == rows
+    assert all(name.startswith(".") for name in seen_names - {path.name})  # listings skip it
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no staging file left

@@ -25,7 +25,12 @@ from transformers import TrainerCallback
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
-from posttrain.runs.layout import CANCEL_REQUEST, TIMEOUT_REQUEST, EventWriter
+from posttrain.runs.layout import (
+    CANCEL_REQUEST,
+    TIMEOUT_REQUEST,
+    EventWriter,
+    write_rows_atomic,
+)
 from posttrain.sampling import spread
 from posttrain.secrets import redact, redact_value
 from posttrain.spec import TraceSpec
@@ -114,9 +119,8 @@ class Reporter:
         folder = self.run_dir / "traces"
         folder.mkdir(exist_ok=True)
         name = f"step_{step:04d}.jsonl" if phase == "train" else f"{phase}_step_{step:04d}.jsonl"
-        with (folder / name).open("w", encoding="utf-8") as f:
-            for row in redact_value(rows, self.events.secrets):
-                f.write(json.dumps(row, default=str) + "\n")
+        # whole or not at all: the Modal backend copies each trace file once, on first sight
+        write_rows_atomic(folder / name, redact_value(rows, self.events.secrets))
         self.events.write("trace", phase=phase, step=step, path=f"traces/{name}", n=len(rows))
 
     def result(self, status: str, cause: str | None = None, **final: Any) -> None:

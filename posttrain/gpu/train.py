@@ -35,7 +35,14 @@ from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.probes import Distribution
 from posttrain.rewards.registry import get_reward
-from posttrain.runs.layout import HOLDOUT, RUN_META, SPEC, check_run_id, read_json
+from posttrain.runs.layout import (
+    HOLDOUT,
+    RUN_META,
+    SPEC,
+    check_run_id,
+    read_json,
+    write_rows_atomic,
+)
 from posttrain.spec import RunSpec, load_spec
 
 PROMPT_OVERFLOW_TOLERANCE = 0.01  # share of prompts over the limit that are dropped, not refused
@@ -142,7 +149,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     reporter.stage("preparing")
     data = prepare(spec.dataset, a.kind)
     if rank() == 0:
-        _write_rows(run_dir / HOLDOUT, data.holdout)
+        write_rows_atomic(run_dir / HOLDOUT, data.holdout)
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
     if spec.environment is not None:
         reporter.log(
@@ -290,12 +297,6 @@ def resume_point(run_dir: Path, spec: RunSpec) -> str | None:
             f"has no resume); launch it through posttrain, which resolves one"
         )
     return None
-
-
-def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, default=str) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,12 +96,21 @@ def run_dir(run_id: str, root: Path | None = None, must_exist: bool = True) -> P
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that a reader sees the old file or the new one, never half of either
     (secret values redacted)."""
-    data = redact_value(data)
+    _write_atomic(path, json.dumps(redact_value(data), indent=2, default=str))
+
+
+def write_rows_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write rows as JSON lines, whole or not at all: a reader that finds the file (the
+    Modal backend copies a run's held-out rows once, on first sight) never finds half."""
+    _write_atomic(path, "".join(json.dumps(row, default=str) + "\n" for row in rows))
+
+
+def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8"
-    ) as f:
-        json.dump(data, f, indent=2, default=str)
+        "w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8"
+    ) as f:  # hidden: a listing of the folder (a trace sync) passes it by
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(f.name, path)

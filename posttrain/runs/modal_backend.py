@@ -186,7 +186,7 @@ class ModalBackend:
         for entry in entries:
             name = Path(entry.path).name
             target = run_dir / "traces" / name
-            if not target.exists():
+            if name.endswith(".jsonl") and not name.startswith(".") and not target.exists():
                 target.parent.mkdir(exist_ok=True)
                 target.write_bytes(b"".join(volume.read_file(f"{remote}/traces/{name}")))
         return grew
