@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -159,6 +161,27 @@ def test_the_key_follows_what_libraries_read_at_import_not_the_home_or_test():
     assert forkserver.server_key(same) == key
     assert forkserver.server_key({**env, "HF_HUB_OFFLINE": "0"}) != key
     assert forkserver.server_key({**env, "OMP_WAIT_POLICY": "ACTIVE"}) != key
+
+
+def test_importing_the_libraries_a_server_preloads_leaves_the_key_as_it_was():
+    """torch sets 3 variables on import; a launcher that imported it (this suite's workers did,
+    mid-run) asked a server of another key, started it, and ran its trainers plainly."""
+    probe = (
+        "import os; from posttrain.runs import forkserver as f; "
+        "k = f.server_key(dict(os.environ)); f.preload(); "
+        "print(k == f.server_key(dict(os.environ)), sorted(set(os.environ) - set(ENV)))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in forkserver.UNKEYED}
+    out = subprocess.run(
+        [sys.executable, "-c", f"ENV = {sorted(env)!r}; {probe}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    same, added = out.stdout.split(" ", 1)
+    assert same == "True", f"the preload set {added.strip()}"
 
 
 def test_without_a_server_a_launch_starts_one_and_its_run_starts_plainly(home, monkeypatch):

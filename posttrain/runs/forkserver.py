@@ -71,7 +71,17 @@ PRELOAD = (
 SPAWNABLE = frozenset({"posttrain.runs.supervisor", "posttrain.tools.job_worker"})
 # Read when used, or set per trainer: they do not split servers.
 UNKEYED_PREFIXES = ("POSTTRAIN_", "PYTEST_")
-UNKEYED = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+# ...and what torch sets on its own import: a launcher that has imported it (a test process,
+# a CLI that evaluated) is the same environment as one that has not, and the server's own.
+UNKEYED = frozenset(
+    {
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "KMP_DUPLICATE_LIB_OK",
+        "KMP_INIT_AT_FORK",
+    }
+)
 
 log = logging.getLogger(__name__)
 
