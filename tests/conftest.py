@@ -30,6 +30,17 @@ def qa_rows() -> list[dict]:
     return [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
 
 
+@pytest.fixture(scope="session")
+def empty_hf_home(tmp_path_factory) -> Path:
+    """One empty Hugging Face home for the whole run, shared by xdist's workers. A launch's
+    environment keys its fork server: one folder for every module means one server for all
+    their runs, not one more (~7 CPU-s of imports, its first run started plainly) each."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "hf-empty"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A private POSTTRAIN_HOME for one test (runs, index)."""

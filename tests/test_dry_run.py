@@ -92,11 +92,11 @@ def user_project(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def offline_home(user_project, tmp_path_factory):
+def offline_home(user_project, tmp_path_factory, empty_hf_home):
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("home")
         mp.setenv("POSTTRAIN_HOME", str(home))
-        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-empty")))
+        mp.setenv("HF_HOME", str(empty_hf_home))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.chdir(user_project)
         tokenizers._load.cache_clear()

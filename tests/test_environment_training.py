@@ -98,7 +98,7 @@ def test_a_transcript_reads_both_call_shapes_and_counts_failed_calls():
 
 
 @pytest.fixture(scope="module")
-def environment_dry_run(tmp_path_factory):
+def environment_dry_run(tmp_path_factory, empty_hf_home):
     """A user's warehouse environment and 24 orders, a Qwen3-0.6B spec, dry-run offline."""
     project = tmp_path_factory.mktemp("project")
     spec_path = write_project(project)
@@ -118,7 +118,7 @@ def environment_dry_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("home")
         mp.setenv("POSTTRAIN_HOME", str(home))
-        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-empty")))
+        mp.setenv("HF_HOME", str(empty_hf_home))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.chdir(project)
         tokenizers._load.cache_clear()

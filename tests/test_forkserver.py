@@ -19,6 +19,7 @@ from posttrain.runs.layout import PROCESS, RUN_META, iter_events, process_alive,
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run
 from tests.conftest import kill_leftover_runs, wait_finished, wait_for
+from tests.specs import tiny
 from tests.test_server import SMOKE_SPEC
 
 
@@ -227,6 +228,31 @@ def test_a_job_worker_is_forked_too_and_reports_its_end(server, home, tmp_path, 
     wait_for(lambda: get_job(job.job_id).status in ("failed", "succeeded"), 120)
     assert get_job(job.job_id).status == "failed"
     assert "run-000000-000000-none" in get_job(job.job_id).error
+
+
+def test_a_merge_is_forked_and_a_failed_one_reads_as_before(server, home, tmp_path, monkeypatch):
+    from posttrain.errors import BackendError
+    from posttrain.tools.export import export_run
+
+    codes = []  # what the real run_forked returned, each time export.py called it
+
+    def run_forked(*args, **kwargs):
+        codes.append(forkserver.run_forked(*args, **kwargs))
+        return codes[-1]
+
+    monkeypatch.setattr("posttrain.tools.export.forkserver", SimpleNamespace(run_forked=run_forked))
+    run_id = launch(tiny(steps=2)).run_id
+    assert wait_finished(run_id, 180).status == "succeeded"
+    out = tmp_path / "out"
+    result = export_run(run_id, out / "model", roots=[out])
+    assert codes == [0]  # the server's fork ran it, and said how it ended
+    assert result.merged is False and "model.safetensors" in result.files  # a full fine-tune
+    for weights in (home / "runs" / run_id / "final").glob("*.safetensors"):
+        weights.unlink()
+    with pytest.raises(BackendError, match=f"merging run {run_id} failed: .*Error"):
+        export_run(run_id, out / "again", roots=[out])
+    assert codes[1] not in (0, None)
+    assert [p.name for p in out.iterdir()] == ["model"]  # no log, no code, no half folder
 
 
 def test_servers_started_at_once_leave_one_listening(monkeypatch):

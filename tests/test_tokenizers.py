@@ -35,9 +35,9 @@ WEATHER_TOOL = {
 
 
 @pytest.fixture(autouse=True)
-def empty_hf_cache(tmp_path_factory, monkeypatch):
+def empty_hf_cache(empty_hf_home, monkeypatch):
     """No network and an empty Hugging Face cache: only the embedded vocabulary can serve."""
-    monkeypatch.setenv("HF_HOME", str(tmp_path_factory.getbasetemp() / "hf-empty"))
+    monkeypatch.setenv("HF_HOME", str(empty_hf_home))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     tokenizers._load.cache_clear()
     yield

@@ -20,13 +20,13 @@ ROWS = 24
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
+def project(tmp_path_factory, empty_hf_home):
     """The user's folder (their data and spec), offline, an empty Hugging Face cache."""
     root = tmp_path_factory.mktemp("tools")
     tool_gym.write(root, n=ROWS)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("POSTTRAIN_HOME", str(tmp_path_factory.mktemp("home")))
-        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-empty")))
+        mp.setenv("HF_HOME", str(empty_hf_home))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.chdir(root)
         tokenizers._load.cache_clear()

@@ -26,14 +26,14 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def user(tmp_path_factory):
+def user(tmp_path_factory, empty_hf_home):
     """The user's folder with their 40 rows and spec; offline, an empty Hugging Face cache."""
     root = tmp_path_factory.mktemp("user")
     tool_gym.write(root, n=40)
     home = tmp_path_factory.mktemp("home")
     env = {
         "POSTTRAIN_HOME": str(home),
-        "HF_HOME": str(tmp_path_factory.mktemp("hf-empty")),
+        "HF_HOME": str(empty_hf_home),
         "HF_HUB_OFFLINE": "1",
     }
     with pytest.MonkeyPatch.context() as mp:

@@ -68,7 +68,9 @@ PRELOAD = (
     "sentence_transformers",
 )
 # What a server forks on request: detached processes that run or evaluate a model.
-SPAWNABLE = frozenset({"posttrain.runs.supervisor", "posttrain.tools.job_worker"})
+SPAWNABLE = frozenset(
+    {"posttrain.runs.supervisor", "posttrain.tools.job_worker", "posttrain.gpu.export"}
+)
 # Read when used, or set per trainer: they do not split servers.
 UNKEYED_PREFIXES = ("POSTTRAIN_", "PYTEST_")
 # ...and what torch sets on its own import: a launcher that has imported it (a test process,
@@ -146,12 +148,16 @@ def start_server(key: str) -> None:
 
 
 def spawn(
-    module: str, args: list[str], log_path: Path, env: dict[str, str] | None = None
+    module: str,
+    args: list[str],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    exit_path: Path | None = None,
 ) -> int | None:
-    """The pid of `python -m module args` (a supervisor or a job worker) forked by this
-    environment's server in a session of its own, output appended to log_path; or None when
-    there is none to ask (one is started for the next launch) or it did not answer: then
-    the caller starts the process itself."""
+    """The pid of `python -m module args` (a supervisor, a job worker, an export) forked by
+    this environment's server in a session of its own, output appended to log_path, its exit
+    code written to exit_path when given; or None when there is none to ask (one is started
+    for the next launch) or it did not answer: then the caller starts the process itself."""
     if not enabled() or module not in SPAWNABLE:
         return None
     env = dict(os.environ if env is None else env)
@@ -160,6 +166,7 @@ def spawn(
         "module": module,
         "args": args,
         "log": str(log_path),
+        "exit": str(exit_path) if exit_path else None,
         "cwd": os.getcwd(),
         "env": env,
     }
@@ -185,6 +192,36 @@ def spawn(
         return None
     finally:
         sock.close()
+
+
+def run_forked(module: str, args: list[str], log_path: Path, timeout_s: float) -> int | None:
+    """`python -m module args` forked by this environment's server, waited for: its exit
+    code (its output in log_path); None when no server forked it (the caller runs it itself).
+    Past timeout_s it is killed with its process group and TimeoutExpired is raised, as
+    subprocess.run does."""
+    exit_path = log_path.with_name(log_path.name + ".exit")
+    exit_path.unlink(missing_ok=True)
+    pid = spawn(module, args, log_path, exit_path=exit_path)
+    if pid is None:
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # ended already
+        fd = None
+    try:
+        if fd is not None and not select.select([fd], [], [], timeout_s)[0]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # it leads its own group
+            raise subprocess.TimeoutExpired(module, timeout_s)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    try:
+        return int(exit_path.read_text())
+    except (OSError, ValueError):  # killed before it could write its code
+        return -signal.SIGKILL
+    finally:
+        exit_path.unlink(missing_ok=True)
 
 
 # --- The server ----------------------------------------------------------------------------
@@ -254,6 +291,9 @@ def _spawned(conn: socket.socket, request: dict[str, Any]) -> None:
         with contextlib.suppress(Exception):
             traceback.print_exc()
     finally:
+        if request.get("exit"):  # for a launcher that waits: it is not this process's parent
+            with contextlib.suppress(Exception):
+                Path(request["exit"]).write_text(str(code))
         os._exit(code)
 
 

@@ -14,6 +14,7 @@ and the hub are reachable; the token is never printed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -28,6 +29,7 @@ from pydantic import BaseModel, Field
 from posttrain.errors import BackendError, ConfigError
 from posttrain.gpu.export import EXPORT_INFO
 from posttrain.paths import confine
+from posttrain.runs import forkserver
 from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.secrets import redact
 from posttrain.spec import load_spec
@@ -186,20 +188,40 @@ def _fetch(backend: Any, run_dir: Path, spec: Any) -> None:
 
 def _merge(run_dir: Path, staging: Path) -> dict[str, Any]:
     """posttrain.gpu.export in a child process; its JSON line, or a clear error."""
-    command = [sys.executable, "-m", "posttrain.gpu.export", str(run_dir), str(staging)]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, check=False
-        )
+        code, output = _run_export([str(run_dir), str(staging)], staging)
     except subprocess.TimeoutExpired:
         raise BackendError(f"the export did not finish within {EXPORT_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        tail = redact(done.stderr).strip().splitlines()[-6:]
-        raise BackendError(
-            f"merging run {run_dir.name} failed: {' / '.join(tail) or 'no message'}"
-            + _offline_hint(done.stderr)
-        )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    if code == 0:
+        for line in reversed(output.strip().splitlines()):  # its last line, warnings aside
+            with contextlib.suppress(ValueError):
+                if isinstance(info := json.loads(line), dict):
+                    return info
+    tail = redact(output).strip().splitlines()[-6:]
+    raise BackendError(
+        f"merging run {run_dir.name} failed: {' / '.join(tail) or 'no message'}"
+        + _offline_hint(output)
+    )
+
+
+def _run_export(args: list[str], staging: Path) -> tuple[int, str]:
+    """The export's exit code and output. Forked by the fork server when one runs (it holds
+    torch and transformers: ~6 CPU-s less a merge), else a new interpreter."""
+    log = staging.with_name(staging.name + ".log")  # beside the folder, never inside it
+    try:
+        code = forkserver.run_forked("posttrain.gpu.export", args, log, EXPORT_TIMEOUT_S)
+        if code is not None:
+            return code, log.read_text(errors="replace") if log.exists() else ""
+    finally:
+        log.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "posttrain.gpu.export", *args],
+        capture_output=True,
+        text=True,
+        timeout=EXPORT_TIMEOUT_S,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
 
 
 def _offline_hint(stderr: str) -> str:
