@@ -139,3 +139,27 @@ SLOW_FIRST = (
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: order kept
+
+
+# Where the suite's CPU goes, per test: POSTTRAIN_TEST_CPU_LOG=FILE appends one line a test
+# (the test's id, this process's CPU seconds, its reaped children's, and wall seconds). The
+# suite is CPU-bound on 2 cores, so `--durations` (wall, shared) cannot say what to cut.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    path = os.environ.get("POSTTRAIN_TEST_CPU_LOG")
+    if not path:
+        yield
+        return
+    import resource
+    import time
+
+    def now():
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time(), kids.ru_utime + kids.ru_stime, time.monotonic()
+
+    before = now()
+    yield
+    after = now()
+    own, kids, wall = (b - a for a, b in zip(before, after, strict=True))
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(f"{item.nodeid}\t{own:.2f}\t{kids:.2f}\t{wall:.2f}\n")
