@@ -124,12 +124,12 @@ def test_the_cli_exports_the_adapter_alone_or_merged(at_home, tmp_path):
     assert again.exit_code != 0 and "not empty" in again.output
 
 
-def test_export_refuses_clearly(at_home, tmp_path, monkeypatch):
+def test_export_refuses_clearly(at_home, tmp_path, monkeypatch, empty_hf_home):
     _, lora, _ = at_home
     with pytest.raises(ConfigError, match="owner/name"):
         export_run(lora, tmp_path / "x", push_to_hub="not a repo", roots=[tmp_path])
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no cached token either
+    monkeypatch.setenv("HF_HOME", str(empty_hf_home))  # no cached token either
     with pytest.raises(ConfigError, match="no Hugging Face token"):
         export_run(lora, tmp_path / "y", push_to_hub="me/rhymes", roots=[tmp_path])
     assert (tmp_path / "y" / "model.safetensors").is_file()  # the export itself is kept
