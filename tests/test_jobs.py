@@ -24,6 +24,12 @@ from tests.specs import EVAL_RUN
 
 MODES = ("legacy", "2026-07-28")
 SMALL = {"k": 1, "base_passes": 2, "max_tasks": 20}  # an evaluation of seconds, not minutes
+# "At once": the call returns a started job, not the finished work. Quiet, an export_run call
+# answers in 0.1-0.2 s, beside 4 CPU hogs in 0.2-0.6 s; inside `make test` (4 workers and
+# their trainers on 2 cores) one took 2.11 s against a bound of 2. The work itself (an
+# evaluation, an export) takes longer than this even forked, and each test also checks that
+# the answer came before it was done.
+AT_ONCE_S = 5.0
 
 
 def test_an_unknown_or_malformed_job_id_is_a_clear_error(home):
@@ -75,7 +81,7 @@ def ended(job_id: str, timeout_s: float = 300):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
-def test_evaluate_over_mcp_answers_within_2s_and_its_job_result_is_what_the_cli_prints(
+def test_evaluate_over_mcp_answers_at_once_and_its_job_result_is_what_the_cli_prints(
     finished_run, monkeypatch, mode
 ):
     home, run_id = finished_run
@@ -91,7 +97,7 @@ def test_evaluate_over_mcp_answers_within_2s_and_its_job_result_is_what_the_cli_
         return took, first.structured_content, again.structured_content
 
     took, first, again = asyncio.run(ask())  # the server is gone once this returns
-    assert took <= 2.0, f"evaluate took {took:.2f} s"
+    assert took <= AT_ONCE_S, f"evaluate took {took:.2f} s"
     assert first["status"] == "started" and first["job_id"].startswith("job-")
     assert again["job_id"] == first["job_id"]  # the same request twice: the same job
 
@@ -181,7 +187,7 @@ def test_export_run_over_mcp_answers_at_once_and_get_job_gives_the_folder(
             return time.perf_counter() - t, result.structured_content
 
     took, started = asyncio.run(ask())
-    assert took <= 2.0 and started["status"] == "started", started
+    assert took <= AT_ONCE_S and started["status"] == "started", (took, started)
     done = ended(started["job_id"])
     assert done.status == "succeeded", done.error
     assert done.result["out"] == str(out) and "config.json" in done.result["files"]
@@ -189,7 +195,7 @@ def test_export_run_over_mcp_answers_at_once_and_get_job_gives_the_folder(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_group_launch_over_mcp_answers_within_2s_with_its_group_and_runs(home, mode):
+def test_a_group_launch_over_mcp_answers_at_once_with_its_group_and_runs(home, mode):
     from tests.specs import tiny
 
     async def go() -> tuple[float, dict]:
@@ -207,7 +213,7 @@ def test_a_group_launch_over_mcp_answers_within_2s_with_its_group_and_runs(home,
         kill_leftover_runs(home)
     assert started["status"] == "started" and started["group_id"].startswith("grp-")
     assert len(started["run_ids"]) == 3
-    assert took <= 2.0, f"the group launch took {took:.2f} s"
+    assert took <= AT_ONCE_S, f"the group launch took {took:.2f} s"
 
 
 @pytest.mark.slow
