@@ -34,7 +34,9 @@ def test_the_demo_run_learns_to_rhyme(home):
     late = sample_traces(run_id, "last", n=8, order="best").steps[DEMO_STEPS]
     assert max(r.components["rhyme"] for r in late) > 0.5  # real verse that rhymes
 
-    result = evaluate(run_id).result  # base = the SFT warm-start, on held-out prompts
+    # base = the SFT warm-start, on held-out prompts. 100 tasks at k=2, not the default 200
+    # at k=4: the rise is 0.03 -> ~0.6, and the full size cost ~25 CPU-s more of the suite.
+    result = evaluate(run_id, k=2, max_tasks=100).result
     metrics = {m.name: m for m in result.metrics}
     assert result.tasks_used >= 50
     assert metrics["rhyme_rate"].verdict == "unproven: improved (one training seed)"

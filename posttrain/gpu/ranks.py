@@ -1,6 +1,6 @@
 """Data-parallel training (torchrun, accelerate): every rank runs the same trainer, and rank 0
 alone writes the run directory. The other ranks report nothing, and all ranks agree on when
-to stop (posttrain.gpu.reporter.agreed), or the others would wait forever at the next
+to stop (posttrain.gpu.callback.agreed), or the others would wait forever at the next
 all-reduce."""
 
 from __future__ import annotations

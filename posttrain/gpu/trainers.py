@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import ConfigError
+from posttrain.gpu.callback import ReportingCallback
 from posttrain.gpu.models import Device
 from posttrain.gpu.ranks import rank
 from posttrain.gpu.reporter import (
     ROW,
     Reporter,
-    ReportingCallback,
     TracingReward,
     renderer,
     trace_steps,
