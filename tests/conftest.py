@@ -127,12 +127,30 @@ SLOW_FIRST = (
     "test_dry_run.py",
     "test_local_limits.py",
     "test_price.py",  # 2 s: the demo worker's second module
-    "test_groups.py",
-    "test_queue.py",
-    "test_server.py",
-    "test_load.py",
-    "test_training.py",
+    # Then by wall time in the suite, longest first (POSTTRAIN_TEST_CPU_LOG, clean clone,
+    # 2026-12-03): the last modules to start should be short. test_real_model.py (66 s for its
+    # export test) started last in alphabetical order and kept a core idle for ~55 s.
+    "test_forkserver.py",
+    "test_real_model.py",
     "test_hostile.py",
+    "test_environments.py",
+    "test_server.py",
+    "test_groups.py",
+    "test_modal.py",
+    "test_environment_training.py",
+    "test_hostile_input.py",
+    "test_tokenizers.py",
+    "test_resume.py",
+    "test_false_deaths.py",
+    "test_security.py",
+    "test_evaluate.py",
+    "test_queue.py",
+    "test_jobs.py",
+    "test_faults.py",
+    "test_hostile_code.py",
+    "test_dashboard.py",
+    "test_launch_path.py",
+    "test_training.py",
 )
 
 

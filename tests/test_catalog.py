@@ -1,8 +1,6 @@
 import json
 
 import pytest
-import torch
-from transformers import AutoModelForCausalLM
 
 from posttrain.calibration import fits
 from posttrain.catalog import PRESETS, gpu_prices, parse_gpu
@@ -11,6 +9,9 @@ from posttrain.errors import ConfigError
 
 @pytest.mark.parametrize("name", ["Qwen3-0.6B", "Qwen3-8B", "Qwen2.5-0.5B-Instruct"])
 def test_preset_shapes_build_and_count_their_parameters(name):
+    import torch
+    from transformers import AutoModelForCausalLM
+
     preset = PRESETS[name]
     with torch.device("meta"):  # the real shape, no memory, no download
         model = AutoModelForCausalLM.from_config(preset.config())

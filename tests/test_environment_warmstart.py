@@ -7,7 +7,6 @@ with the loss on the assistant turns only."""
 import json
 
 import pytest
-from trl.chat_template_utils import get_training_chat_template, supports_tool_calling
 
 from posttrain.environments.calculator import rows as calculator_rows
 from posttrain.errors import ConfigError
@@ -62,6 +61,8 @@ def calculator(tmp_path_factory):
 
 
 def test_smollm2_renders_tool_conversations_with_its_own_default_system_line(smol):
+    from trl.chat_template_utils import get_training_chat_template, supports_tool_calling
+
     assert smol.chat_template.startswith(TOOL_TEMPLATE_MARK)
     assert supports_tool_calling(smol)
     assert get_training_chat_template(smol) is None  # its own template marks assistant turns
@@ -83,6 +84,8 @@ def test_smollm2_renders_tool_conversations_with_its_own_default_system_line(smo
 
 
 def test_the_tool_template_replaces_only_a_chatml_template_without_tools(smol):
+    from trl.chat_template_utils import supports_tool_calling
+
     own, parser = smol.chat_template, smol.response_template
     try:
         smol.chat_template, smol.response_template = SMOL_GGUF_TEMPLATE, None

@@ -6,10 +6,7 @@ import asyncio
 import json
 
 import pytest
-import torch
 from mcp import Client
-from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from posttrain.cli import app
 from posttrain.errors import ConfigError
@@ -52,6 +49,8 @@ def at_home(runs, monkeypatch):
 
 
 def generates(folder) -> str:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     text = tokenizer.apply_chat_template(
@@ -66,6 +65,10 @@ def generates(folder) -> str:
 
 
 def test_a_lora_run_exports_as_its_base_plus_the_adapter(at_home, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
     home, lora, _ = at_home
     run_dir = home / "runs" / lora
     result = export_run(lora, tmp_path / "merged", roots=[tmp_path])
@@ -95,6 +98,10 @@ def test_a_lora_run_exports_as_its_base_plus_the_adapter(at_home, tmp_path):
 
 
 def test_a_full_fine_tune_exports_its_own_weights_and_chat_template(at_home, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     home, _, full = at_home
     result = export_run(full, tmp_path / "full", roots=[tmp_path])
     assert not result.merged

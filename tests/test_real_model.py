@@ -8,9 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from posttrain.catalog import SMOLLM2_135M, packaged_weights, shape_of
 from posttrain.dataset import prepare
@@ -56,6 +53,9 @@ def local_spec(model: str, **algorithm) -> dict:
 
 
 def test_the_hub_id_resolves_offline_to_an_ordinary_folder_that_loads_in_seconds(smollm2):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     spec = load_spec(local_spec(HUB_ID))
     assert spec.model.name == SMOLLM2_135M.name
     assert resolve_model(spec) == str(smollm2)
@@ -159,6 +159,8 @@ def test_the_real_demo_is_priced_here_and_its_reward_pays_the_call_not_the_quest
 def test_the_base_model_rarely_calls_a_tool_when_asked_to(smollm2, home):
     """The behaviour the real demo teaches is one the base does not show: sampled as GRPO
     samples it, SmolLM2 answers the weather question in prose."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     spec = load_spec(real_demo_spec(write_tool_rows(home / "demo")))
     rows = prepare(spec.dataset, "grpo").holdout[:8]
     model = AutoModelForCausalLM.from_pretrained(smollm2)
@@ -179,6 +181,10 @@ def test_the_base_model_rarely_calls_a_tool_when_asked_to(smollm2, home):
 
 @pytest.mark.slow
 def test_a_merged_export_of_a_real_run_answers_as_its_adapter_does(smollm2, home, tmp_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     data = write_tool_rows(home / "demo")
     spec = real_demo_spec(data, steps=1, warmstart_steps=1)
     a = spec["algorithm"]
@@ -234,6 +240,8 @@ def test_its_tokenizer_reads_the_gguf_without_converting_the_weights(
     """`plan` and `check_dataset` run in the server: on a machine where the weights were never
     converted, they read the GGUF's tokenizer and leave the ~35 s conversion to the trainer.
     It is the converted folder's tokenizer, token for token and template for template."""
+    from transformers import AutoTokenizer
+
     from posttrain.gpu import tokenizers
 
     monkeypatch.setenv("POSTTRAIN_CACHE", str(tmp_path / "fresh-cache"))

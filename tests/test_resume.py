@@ -10,11 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from posttrain.errors import ConfigError
-from posttrain.gpu.train import train
 from posttrain.runs.layout import CANCEL_REQUEST, RUN_META, SPEC, iter_events, write_json_atomic
 from posttrain.spec import load_spec
 from posttrain.tools.context import Context
@@ -52,6 +49,14 @@ def spec(kind: str, **extra):
             **extra,
         }
     )
+
+
+def train(run_dir: Path) -> str:
+    """posttrain.gpu.train's train, imported when a test runs (the trainer's module pulls in
+    transformers and peft: collecting this file stays cheap)."""
+    from posttrain.gpu.train import train as run
+
+    return run(run_dir)
 
 
 def prepared(spec_obj, run_id: str) -> Path:
@@ -99,6 +104,9 @@ def stop_after_step(run_dir: Path, step: int) -> threading.Thread:
 
 @pytest.mark.parametrize("kind", ["sft", "grpo"])
 def test_a_resumed_run_ends_exactly_where_the_straight_run_does(home, kind):
+    import torch
+    from safetensors.torch import load_file
+
     straight = prepared(spec(kind), "run-straight-1")
     assert train(straight) == "succeeded"
 
@@ -163,6 +171,7 @@ def weights(model) -> dict:
 
 
 def test_resuming_a_resumed_run_and_evaluating_it_keep_the_original_base(home):
+    import torch
     from transformers import AutoModelForCausalLM
 
     from posttrain.gpu.arms import load_arms

@@ -1,7 +1,6 @@
 """TRL's fused LM head on the CPU scores only the completion's positions, with the same numbers."""
 
 import pytest
-import torch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -32,6 +31,7 @@ def fused_logprobs(model, input_ids, labels):
 
 
 def test_grpo_scores_only_the_completion_on_the_cpu_and_gets_the_same_numbers(monkeypatch):
+    import torch
     import trl.trainer.utils as trl_utils
     from transformers import Qwen3Config, Qwen3ForCausalLM
     from trl.kernels.chunked_logprob import _use_triton
