@@ -210,17 +210,23 @@ def test_a_server_forks_only_the_modules_it_serves(server):
     assert forkserver.spawn("os", [], Path(os.devnull)) is None
 
 
+def spy_on(monkeypatch, module: str, name: str) -> list:
+    """What the real forkserver.<name> returned, each time `module` called it."""
+    returned = []
+
+    def call(*args, **kwargs):
+        returned.append(getattr(forkserver, name)(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(f"{module}.forkserver", SimpleNamespace(**{name: call}))
+    return returned
+
+
 def test_a_job_worker_is_forked_too_and_reports_its_end(server, home, tmp_path, monkeypatch):
     from posttrain.runs.layout import runs_root
     from posttrain.tools.jobs import get_job, jobs_root, start_job
 
-    forked = []  # what the real spawn returned, each time jobs.py called it
-
-    def spawn(*args, **kwargs):
-        forked.append(forkserver.spawn(*args, **kwargs))
-        return forked[-1]
-
-    monkeypatch.setattr("posttrain.tools.jobs.forkserver", SimpleNamespace(spawn=spawn))
+    forked = spy_on(monkeypatch, "posttrain.tools.jobs", "spawn")
     args = {"run_id": "run-000000-000000-none", "out": str(tmp_path / "out")}
     job = start_job("export", {**args, "merged": False, "push_to_hub": None}, runs_root())
     pid = read_json(jobs_root() / job.job_id / "process.json")["pid"]
@@ -234,13 +240,7 @@ def test_a_merge_is_forked_and_a_failed_one_reads_as_before(server, home, tmp_pa
     from posttrain.errors import BackendError
     from posttrain.tools.export import export_run
 
-    codes = []  # what the real run_forked returned, each time export.py called it
-
-    def run_forked(*args, **kwargs):
-        codes.append(forkserver.run_forked(*args, **kwargs))
-        return codes[-1]
-
-    monkeypatch.setattr("posttrain.tools.export.forkserver", SimpleNamespace(run_forked=run_forked))
+    codes = spy_on(monkeypatch, "posttrain.tools.export", "run_forked")
     run_id = launch(tiny(steps=2)).run_id
     assert wait_finished(run_id, 180).status == "succeeded"
     out = tmp_path / "out"
