@@ -164,13 +164,14 @@ def test_the_key_follows_what_libraries_read_at_import_not_the_home_or_test():
     assert forkserver.server_key({**env, "OMP_WAIT_POLICY": "ACTIVE"}) != key
 
 
-def test_importing_the_libraries_a_server_preloads_leaves_the_key_as_it_was():
+def test_the_libraries_a_server_preloads_leave_the_key_as_it_was_and_are_frozen():
     """torch sets 3 variables on import; a launcher that imported it (this suite's workers did,
     mid-run) asked a server of another key, started it, and ran its trainers plainly."""
     probe = (
         "import os; from posttrain.runs import forkserver as f; "
-        "k = f.server_key(dict(os.environ)); f.preload(); "
-        "print(k == f.server_key(dict(os.environ)), sorted(set(os.environ) - set(ENV)))"
+        "import gc; k = f.server_key(dict(os.environ)); f.preload(); "
+        "print(gc.get_freeze_count(), len(gc.get_objects()), "
+        "k == f.server_key(dict(os.environ)), sorted(set(os.environ) - set(ENV)))"
     )
     env = {k: v for k, v in os.environ.items() if k not in forkserver.UNKEYED}
     out = subprocess.run(
@@ -181,8 +182,10 @@ def test_importing_the_libraries_a_server_preloads_leaves_the_key_as_it_was():
         timeout=300,
         check=True,
     )
-    same, added = out.stdout.split(" ", 1)
+    frozen, collectable, same, added = out.stdout.split(" ", 3)
     assert same == "True", f"the preload set {added.strip()}"
+    # what it loaded is out of the collector's walks, in the server and each fork of it
+    assert int(frozen) > 100_000 and int(collectable) < int(frozen) // 100, out.stdout
 
 
 def test_without_a_server_a_launch_starts_one_and_its_run_starts_plainly(home, monkeypatch):

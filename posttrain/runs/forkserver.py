@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import hashlib
 import importlib
 import importlib.metadata
@@ -228,9 +229,14 @@ def run_forked(module: str, args: list[str], log_path: Path, timeout_s: float) -
 
 
 def preload() -> None:
+    """Import the trainer's libraries, then freeze them out of the garbage collector: each
+    forked trainer's collections (accelerate forces one as it starts, the interpreter runs a
+    few more) would otherwise walk their ~10^6 objects, ~0.35 s each. Measured on a tiny
+    run forked after the preload: 1.95 CPU-s, 1.28 with the freeze."""
     for name in PRELOAD:
         with contextlib.suppress(ImportError):  # an optional one may be missing
             importlib.import_module(name)
+    gc.freeze()  # the children inherit it; the libraries live as long as they do
 
 
 def preloaded() -> bool:
