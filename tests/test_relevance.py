@@ -103,3 +103,27 @@ def test_a_text_is_embedded_once_and_its_remembered_vector_gives_the_same_score(
     again = relevance.score([RELATED, UNRELATED, new], reference=[REFERENCE] * 3)
     assert again.rewards[:2] == fresh  # the remembered vectors score exactly as before
     assert encoded == [new]  # only the text it had not seen was embedded
+
+
+def test_on_a_cpu_it_embeds_8_texts_a_pass_and_scores_as_in_one_pass(relevance, monkeypatch):
+    """Small passes pad less (the figures: batch_size_for's docstring); the scores
+    must not depend on how the texts were cut into passes."""
+    from posttrain.rewards import relevance as module
+
+    model = module._load(relevance.embedder.model_name, None)
+    sizes: list[int] = []
+    real_encode = model.encode
+
+    def recording_encode(texts, **kwargs):
+        sizes.append(kwargs["batch_size"])
+        return real_encode(texts, **kwargs)
+
+    monkeypatch.setattr(model, "encode", recording_encode)
+    texts = [VERSE_ON_TOPIC, VERSE_OFF_TOPIC, RELATED, UNRELATED] * 3
+    texts = [f"{text} ({i})" for i, text in enumerate(texts)]  # 12 texts none of it has seen
+    by_device = relevance.score(texts, reference=[REFERENCE] * 12).rewards
+    monkeypatch.setattr(module, "_VECTORS", {})  # forget them, to embed them again
+    one_pass = RelevanceReward(batch_size=64).score(texts, reference=[REFERENCE] * 12).rewards
+    assert sizes == [module.batch_size_for(str(model.device)), 64]
+    assert str(model.device) != "cpu" or sizes[0] == 8
+    assert by_device == pytest.approx(one_pass, abs=1e-5)

@@ -91,7 +91,7 @@ class Embedder:
     """Cosine similarity of text pairs with a sentence-transformers model, batched and deduped."""
 
     model: str | None = None  # None: default_model()
-    batch_size: int = 64
+    batch_size: int | None = None  # None: by device (batch_size_for)
     device: str | None = None  # None: CUDA when present, else CPU
 
     @property
@@ -123,7 +123,7 @@ class Embedder:
         if missing:
             vectors = model.encode(
                 missing,
-                batch_size=self.batch_size,
+                batch_size=self.batch_size or batch_size_for(str(model.device)),
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
@@ -136,6 +136,14 @@ class Embedder:
             while len(cache) > CACHED_VECTORS:
                 cache.popitem(last=False)
         return [float(known[a] @ known[b]) for a, b in zip(texts_a, texts_b, strict=True)]
+
+
+def batch_size_for(device: str) -> int:
+    """Texts a forward pass: 64 on a GPU; 8 on a CPU, where a pass costs its padded tokens
+    and a GRPO batch's completions differ in length. Measured 2026-12-03 on one AMD EPYC
+    thread, 32 completions of the demo (26 words on average), 30 batches each: 0.51-0.58 s
+    at 64, 0.41-0.43 s at 8, 0.42-0.45 s at 16."""
+    return 64 if device.startswith("cuda") else 8
 
 
 def rescale(cos: float) -> float:
@@ -154,7 +162,7 @@ class RelevanceReward(Reward):
 
     reference_column: str = "reference"
     model: str | None = None  # hub name or local path; None: default_model()
-    batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+    batch_size: Annotated[int | None, Field(ge=1, le=4096)] = None  # None: by device
 
     @property
     def columns(self) -> tuple[str, ...]:
