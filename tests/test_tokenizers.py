@@ -44,9 +44,16 @@ def empty_hf_cache(empty_hf_home, monkeypatch):
     tokenizers._load.cache_clear()
 
 
-@pytest.fixture
-def qwen3():
-    loaded = load_tokenizer("Qwen3-4B")
+@pytest.fixture(scope="module")
+def qwen3(empty_hf_home):
+    """Qwen3's tokenizer from the embedded vocabulary, loaded once for the module (1.1-1.6
+    CPU-s a load): the tests read it and never change it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HOME", str(empty_hf_home))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        tokenizers._load.cache_clear()
+        loaded = load_tokenizer("Qwen3-4B")
+        tokenizers._load.cache_clear()
     assert loaded.source == "embedded"
     return loaded.tokenizer
 
