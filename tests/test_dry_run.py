@@ -1,5 +1,6 @@
-"""The local dry run of a user's own spec: a Qwen preset, their file, their columns, their
-reward, offline, with an empty Hugging Face cache. Real tokenizer, real TRL, real runs."""
+"""The local dry run of a user's own spec: a Qwen preset, their file, their columns, offline,
+with an empty Hugging Face cache. Real tokenizer, real TRL, real runs. (An SFT dry run of tool
+chats with the user's own reward file: tests/test_tool_sft_flow.py, through the CLI.)"""
 
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ from posttrain.gpu import tokenizers
 from posttrain.runs.layout import iter_events
 from posttrain.tools.data import check_dataset
 from posttrain.tools.launch import human_question, launch, smoke_run
-from posttrain.tools.runs import get_run, sample_traces
+from posttrain.tools.runs import sample_traces
 from tests.conftest import kill_leftover_runs, training_args, wait_finished
 
 SYSTEM = "Réponds toujours en vers — answer in rhyme."
@@ -37,19 +38,13 @@ WEATHER_TOOL = {
         },
     },
 }
-USER_REWARD = '''
-def closeness(completions, reference, **kwargs):
-    """1 / (1 + |length difference|): a user's own reward, reading their own column."""
-    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-    return [1.0 / (1.0 + abs(len(t) - len(r or ""))) for t, r in zip(texts, reference)]
-'''
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def user_project(tmp_path_factory):
-    """A user's folder: their JSONL files and reward file; no network, an empty HF cache."""
+    """A user's folder: their JSONL files; no network, an empty HF cache."""
     root = tmp_path_factory.mktemp("project")
     rows = [
         {"id": f"q{i}", "question": f"{q} ({i})", "answer": a, "input": ""}
@@ -86,8 +81,6 @@ def user_project(tmp_path_factory):
     (root / "chats.jsonl").write_text(
         "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8"
     )
-    (root / "rewards").mkdir()
-    (root / "rewards" / "closeness.py").write_text(USER_REWARD)
     return root
 
 
@@ -226,47 +219,6 @@ def test_no_weights_were_downloaded(grpo_dry_run, offline_home):
 
     hf_home = Path(os.environ["HF_HOME"])
     assert not list(hf_home.rglob("*.safetensors"))
-
-
-def test_an_sft_dry_run_of_tool_chats_on_qwen25_with_a_user_reward_file(offline_home):
-    spec = {
-        "model": "Qwen2.5-0.5B-Instruct",
-        "dataset": {
-            "path": "chats.jsonl",
-            "messages_column": "messages",
-            "tools_column": "tools",
-            "holdout_share": 0.25,
-        },
-        "reward": "rewards/closeness.py:closeness",
-        "algorithm": {
-            "kind": "sft",
-            "steps": 200,
-            "batch_size": 16,
-            "lora": {"r": 8},
-            "eval_every": 50,
-            "eval_tasks": 32,
-        },
-    }
-    result = smoke_run(spec)
-    detail = wait_finished(result.run_id, 400)
-    assert detail.status == "succeeded", detail.cause
-    assert result.dry_run.cuts["algorithm.eval_every"].startswith("50 -> 2")
-    curve = get_run(detail.run_id).heldout  # the held-out path ran too, with the user's reward
-    assert [p["step"] for p in curve] == [0, 2, 4, 6]  # 6: after the resume
-    assert all(p["n"] == 2 for p in curve)
-    assert all(p["reward"] is not None for p in curve)
-    assert "stand-in of Qwen2.5-0.5B-Instruct: qwen2" in result.dry_run.stand_in
-    page = sample_traces(detail.run_id, steps="first", n=8)
-    rows = [r for s in page.steps.values() for r in s]
-    assert rows
-    head = page.shared.get("rendered", "")  # what every row starts with, said once a page
-    for row in rows:
-        rendered = head + row.rendered
-        assert rendered.startswith("<|im_start|>system\nTu es un assistant météo.\n\n# Tools")
-        assert '{"name": "get_weather", "arguments": {"city": "' in rendered
-        assert rendered.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
-        assert row.reward is not None and 0 < row.reward <= 1  # the user's function scored it
-    assert detail.dry_run["complete"]
 
 
 def test_a_model_of_another_family_has_no_dry_run(offline_home, user_project):

@@ -2,8 +2,9 @@
 shapes, multi-turn chats, unicode, a reference column of dicts and text) and their spec
 (Qwen/Qwen2.5-1.5B-Instruct, SFT with LoRA, their own column names). `data check` passes;
 the dry run succeeds and its traces carry the exact training text, with nothing added,
-nothing double-encoded and every assistant turn marked; `run list` and `list_runs` still
-work and show it; `check_reward tool_call` reports every probe's score."""
+nothing double-encoded and every assistant turn marked; held-out answers are scored by their
+own reward file as training goes; `run list` and `list_runs` still work and show it;
+`check_reward tool_call` reports every probe's score."""
 
 import json
 import os
@@ -24,12 +25,29 @@ from tests.test_tool_sft import own_rendering
 
 pytestmark = pytest.mark.slow
 
+USER_REWARD = '''
+import json
+
+
+def closeness(completions, expected, **kwargs):
+    """1 / (1 + |length difference|) to their own reference column (a call as a dict, or text)."""
+    texts = [c if isinstance(c, str) else c[-1]["content"] or "" for c in completions]
+    refs = [r if isinstance(r, str) else json.dumps(r) for r in expected]
+    return [1.0 / (1.0 + abs(len(t) - len(r))) for t, r in zip(texts, refs)]
+'''
+
 
 @pytest.fixture(scope="module")
 def user(tmp_path_factory, empty_hf_home):
     """The user's folder with their 40 rows and spec; offline, an empty Hugging Face cache."""
     root = tmp_path_factory.mktemp("user")
-    tool_gym.write(root, n=40)
+    _, spec = tool_gym.write(root, n=40)
+    # Their own reward scores held-out answers as training goes (a point every 50 steps).
+    (root / "rewards").mkdir()
+    (root / "rewards" / "closeness.py").write_text(USER_REWARD, encoding="utf-8")
+    text = spec.read_text(encoding="utf-8")
+    text = text.replace("  steps: 200\n", "  steps: 200\n  eval_every: 50\n  eval_tasks: 32\n")
+    spec.write_text(text + "reward: rewards/closeness.py:closeness\n", encoding="utf-8")
     home = tmp_path_factory.mktemp("home")
     env = {
         "POSTTRAIN_HOME": str(home),
@@ -131,3 +149,21 @@ def test_check_reward_tool_call_reports_each_probes_score(user):
     assert all(0.0 <= p.mean <= 1.0 and p.verdict for p in report.probes)
     cli = posttrain("reward", "check", "tool_call", "--spec", "tool_sft.yaml")
     assert {p["name"]: p["mean"] for p in cli["probes"]} == {p.name: p.mean for p in report.probes}
+
+
+def test_the_dry_run_scores_held_out_answers_with_the_users_own_reward(user, dry_run):
+    started, detail = dry_run
+    assert started["dry_run"]["cuts"]["algorithm.eval_every"].startswith("50 -> 2")
+    assert "stand-in of Qwen2.5-1.5B-Instruct: qwen2" in started["dry_run"]["stand_in"]
+    curve = get_run(detail.run_id).heldout  # the held-out path ran too, with their reward
+    assert [p["step"] for p in curve] == [0, 2, 4, 6]  # 6: after the resume
+    assert all(p["n"] == 2 and p["reward"] is not None for p in curve)
+    page = sample_traces(detail.run_id, steps="first", n=8)
+    head = page.shared.get("rendered", "")  # what every row starts with, said once a page
+    rows = [row for step in page.steps.values() for row in step]
+    assert rows
+    for row in rows:
+        rendered = head + row.rendered  # the prompt the reward's completion answered
+        assert rendered.startswith("<|im_start|>system\n") and "\n\n# Tools\n" in rendered
+        assert rendered.endswith("<|im_end|>\n<|im_start|>assistant\n")
+        assert row.reward is not None and 0 < row.reward <= 1  # their function scored it
