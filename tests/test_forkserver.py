@@ -2,6 +2,7 @@
 trainer's libraries, with the process relations, signals, exit codes and thread counts that a
 plain start gives, and never a second supervisor for one run."""
 
+import contextlib
 import json
 import os
 import signal
@@ -34,10 +35,15 @@ def server_pid(key: str) -> int | None:
         return int.from_bytes(creds[:4], "little")
 
 
+STARTED: dict[str, list] = {}  # the server fixture's key -> the 4 server processes it started
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A server of this module's own (an environment variable no other test has), started
-    from another home than the tests', as a launch starts one, and stopped after."""
+    from another home than the tests', as launches start one, and stopped after. Four are
+    started at once, as four launchers that found none would: one serves, the others leave
+    (test_servers_started_at_once_leave_one_listening reads how they ended)."""
     os.environ["FORKSERVER_TEST"] = uuid.uuid4().hex
     home, os.environ["POSTTRAIN_HOME"] = (
         os.environ.get("POSTTRAIN_HOME"),
@@ -46,14 +52,18 @@ def server(tmp_path_factory):
     try:
         key = forkserver.server_key(dict(os.environ))
         assert server_pid(key) is None
-        forkserver.start_server(key)
+        STARTED[key] = [forkserver.start_server(key) for _ in range(4)]
         pid = wait_for(lambda: server_pid(key), 120, every_s=0.2)
     finally:
         os.environ.pop("POSTTRAIN_HOME")
         if home is not None:
             os.environ["POSTTRAIN_HOME"] = home
     yield key
-    os.kill(pid, signal.SIGTERM)
+    for started in STARTED.pop(key):
+        started.kill()
+        started.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     del os.environ["FORKSERVER_TEST"]
 
 
@@ -258,23 +268,12 @@ def test_a_merge_is_forked_and_a_failed_one_reads_as_before(server, home, tmp_pa
     assert [p.name for p in out.iterdir()] == ["model"]  # no log, no code, no half folder
 
 
-def test_servers_started_at_once_leave_one_listening(monkeypatch):
-    """Four launchers that each found no server start four at once: one binds the name and
-    serves, the others leave."""
-    import subprocess
-    import sys
-
-    monkeypatch.setenv("FORKSERVER_TEST", uuid.uuid4().hex)
-    key = forkserver.server_key(dict(os.environ))
-    command = [sys.executable, "-m", "posttrain.runs.forkserver", key]
-    servers = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(4)]
-    try:
-        pid = wait_for(lambda: server_pid(key), 120, every_s=0.2)
-        assert pid in [s.pid for s in servers]
-        for other in (s for s in servers if s.pid != pid):
-            assert other.wait(timeout=60) == 0  # left: the name was taken
-        assert servers[[s.pid for s in servers].index(pid)].poll() is None
-    finally:
-        for server in servers:
-            server.kill()
-            server.wait()
+def test_servers_started_at_once_leave_one_listening(server):
+    """Four launchers that each found no server start four at once (the module's server
+    fixture did): one binds the name and serves, the others leave."""
+    servers = STARTED[server]
+    pid = server_pid(server)
+    assert pid in [s.pid for s in servers]
+    for other in (s for s in servers if s.pid != pid):
+        assert other.wait(timeout=60) == 0  # left: the name was taken
+    assert servers[[s.pid for s in servers].index(pid)].poll() is None

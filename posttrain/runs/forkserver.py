@@ -135,10 +135,10 @@ def enabled() -> bool:
 # --- The launcher's side -------------------------------------------------------------------
 
 
-def start_server(key: str) -> None:
+def start_server(key: str) -> subprocess.Popen:
     """Start a server for this environment, detached; it is ready for the next launch."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "posttrain.runs.forkserver", key],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
