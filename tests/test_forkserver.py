@@ -168,6 +168,7 @@ def test_the_key_follows_what_libraries_read_at_import_not_the_home_or_test():
         "POSTTRAIN_HOME": "/elsewhere",
         "PYTEST_CURRENT_TEST": "x",
         "OMP_NUM_THREADS": "7",
+        "COLUMNS": "200",  # a CLI given a wide table
     }
     assert forkserver.server_key(same) == key
     assert forkserver.server_key({**env, "HF_HUB_OFFLINE": "0"}) != key

@@ -83,6 +83,9 @@ UNKEYED = frozenset(
         "TORCHINDUCTOR_CACHE_DIR",
         "KMP_DUPLICATE_LIB_OK",
         "KMP_INIT_AT_FORK",
+        # the terminal's size: read when a table is drawn (rich), never at import
+        "COLUMNS",
+        "LINES",
     }
 )
 
