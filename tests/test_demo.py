@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow
 # under an outside load as well it took over 15 min (the trainer's one core shared).
 @pytest.mark.timeout(2100)  # the 1,800 s its run may take, then it is evaluated
 def test_the_demo_run_learns_to_rhyme(home):
-    # One thread, as `make demo` gives the tiny model (posttrain/runs/queue.py): a second
-    # made its trainer slower and cost ~25% more CPU, which the suite's other workers need.
+    # One thread, as the suite gives every trainer (conftest.py); `make demo` takes both
+    # cores. A second thread costs the trainer ~25% more CPU, which the other workers need.
     run_id = launch(demo_spec()).run_id
     try:
         wait_finished(run_id, 1800, every_s=2)

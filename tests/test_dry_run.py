@@ -200,20 +200,6 @@ def test_the_launch_question_then_says_the_spec_passed_a_dry_run(
     assert "Dry run: none has passed" in human_question(other, ctx=ctx)
 
 
-def test_its_trainer_gets_one_thread_as_a_toy_shape(grpo_dry_run, offline_home, monkeypatch):
-    """The thread rule read from the spec.json a user's Qwen3-4B dry run wrote (the suite
-    itself pins POSTTRAIN_CPU_THREADS=1, so the run's own log cannot show the rule)."""
-    from posttrain.runs.queue import cpu_thread_env
-
-    monkeypatch.delenv("POSTTRAIN_CPU_THREADS")
-    monkeypatch.setattr("os.cpu_count", lambda: 8)
-    spec = json.loads((offline_home / "runs" / grpo_dry_run[1].run_id / "spec.json").read_text())
-    assert spec["model"]["name"] == "Qwen3-4B"
-    assert cpu_thread_env(spec["model"])["OMP_NUM_THREADS"] == "1"
-    real = {**spec["model"], "stand_in": False}  # the same spec launched for real: its share
-    assert cpu_thread_env(real)["OMP_NUM_THREADS"] == "8"
-
-
 def test_no_weights_were_downloaded(grpo_dry_run, offline_home):
     import os
 

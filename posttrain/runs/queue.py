@@ -40,19 +40,17 @@ def max_local_runs() -> int:
         return 1
 
 
-def cpu_thread_env(model: dict | None = None) -> dict[str, str]:
-    """Threads per trainer: $POSTTRAIN_CPU_THREADS, else one for a toy shape (the tiny model,
-    a dry run's stand-in), else the cores divided among the slots.
+def cpu_thread_env() -> dict[str, str]:
+    """Threads per trainer: $POSTTRAIN_CPU_THREADS, else the cores divided among the slots.
 
-    A toy shape's matrices are too small to share: measured side by side on 2 quiet cores
-    (2026-12-03: 60 + 60 steps of the demo spec; the Qwen3 dry run), 2 threads
-    took 94-95 s and 113-114 CPU-s where 1 took 86-90 s and 86-90 CPU-s, and the stand-in's
-    dry run 30-32 s at either count. The second core serves another run instead."""
-    threads = os.environ.get("POSTTRAIN_CPU_THREADS")
-    if not threads:
-        model = model or {}
-        toy = model.get("name") == "tiny-local" or bool(model.get("stand_in"))
-        threads = "1" if toy else str(max(1, (os.cpu_count() or 1) // max_local_runs()))
+    Also for the tiny model: measured one after the other on 2 quiet cores (2026-12-03, the
+    whole `posttrain demo`), 2 threads took 172 s and 1 thread 224 s. (60 + 60 steps of it
+    had read the other way, 94 against 88 s: too short a run to decide.) The test suite pins
+    one thread (tests/conftest.py): its 4 workers share 2 cores, and a second thread's extra
+    CPU, ~25% on the demo, is taken from them."""
+    threads = os.environ.get("POSTTRAIN_CPU_THREADS") or str(
+        max(1, (os.cpu_count() or 1) // max_local_runs())
+    )
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 

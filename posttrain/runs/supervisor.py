@@ -122,8 +122,7 @@ def supervise(run_dir: Path) -> int:
     if slot is None:  # cancelled while queued
         write_result(run_dir, "cancelled", "cancelled while queued (it never started)")
         return 0
-    model = read_json(run_dir / SPEC).get("model") or {}
-    child = start_trainer(run_dir, {**os.environ, **cpu_thread_env(model)})
+    child = start_trainer(run_dir, {**os.environ, **cpu_thread_env()})
     info.update(
         trainer_pid=child.pid,
         trainer_start=process_start(child.pid),
