@@ -3,6 +3,8 @@ with an empty Hugging Face cache. Real tokenizer, real TRL, real runs. (An SFT d
 chats with the user's own reward file: tests/test_tool_sft_flow.py, through the CLI.)"""
 
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -194,8 +196,13 @@ def test_the_launch_question_then_says_the_spec_passed_a_dry_run(
 
     _, detail = grpo_dry_run
     ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(tmp_path))})
+    asked_at = time.time()
     asked = human_question(grpo_spec(user_project), ctx=ctx)
-    assert asked is not None and f"Dry run: passed 0 min ago ({detail.run_id})" in asked
+    said = re.search(rf"Dry run: passed (\d+) min ago \({detail.run_id}\)\.", asked or "")
+    assert said, asked
+    ended = next(e["t"] for e in iter_events(Path(detail.run_dir)) if e["type"] == "result")
+    # its age, rounded to minutes: a loaded suite may ask a minute or more after the run ended
+    assert abs(int(said.group(1)) - (asked_at - ended) / 60) <= 1, (said.group(0), ended)
     other = {**grpo_spec(user_project), "reward": "rhyme"}
     assert "Dry run: none has passed" in human_question(other, ctx=ctx)
 
