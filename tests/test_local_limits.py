@@ -3,6 +3,7 @@ it trains in several processes. Real trainers, real processes."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -78,3 +79,51 @@ def test_training_in_two_processes_writes_one_set_of_events_and_one_result(home,
     holdout = (run_dir / "holdout.jsonl").read_text().splitlines()
     assert holdout and len(holdout) == len(set(holdout))
     assert json.loads((run_dir / "final" / "config.json").read_text())["model_type"] == "qwen3"
+
+
+@pytest.mark.parametrize(
+    ("trainer", "cause"),
+    [
+        (  # dies of the SIGTERM that asks it to stop: it was not killed by the supervisor
+            "print('step 7', flush=True); time.sleep(60)",
+            "asked to stop, the trainer killed by SIGTERM before writing a result; "
+            "last output: step 7",
+        ),
+        (  # deaf to it: killed after the grace
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('deaf', flush=True); "
+            "time.sleep(60)",
+            "the trainer did not stop within 2 s and was killed",
+        ),
+    ],
+)
+def test_at_its_timeout_a_trainer_that_writes_no_result_is_said_to_have_ended_as_it_did(
+    home, monkeypatch, trainer, cause
+):
+    """The supervisor's own result, when the trainer wrote none: how it really ended."""
+    from posttrain.runs import supervisor
+
+    run_dir = home / "runs" / "run-000000-000000-stop"
+    run_dir.mkdir(parents=True)
+    write_json_atomic(run_dir / SPEC, {"compute": {"backend": "local", "timeout_s": 1}})
+    write_json_atomic(run_dir / RUN_META, {"run_id": run_dir.name, "backend": "local"})
+    code = f"import signal, time; {trainer}"
+    monkeypatch.setattr(supervisor, "TIMEOUT_GRACE_S", 2.0)
+    monkeypatch.setattr(  # a stand-in trainer, a real process: it never writes a result
+        supervisor,
+        "start_trainer",
+        lambda run_dir, env: subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),  # as the real
+        ),
+    )
+    ignored = signal.getsignal(signal.SIGTERM)
+    try:
+        assert supervisor.supervise(run_dir) == 0
+    finally:
+        signal.signal(signal.SIGTERM, ignored)  # it ignores SIGTERM for itself
+    results = [e for e in iter_events(run_dir) if e["type"] == "result"]
+    assert [r["status"] for r in results] == ["failed"]
+    assert results[0]["cause"] == f"timeout after 1 s (compute.timeout_s): {cause}"

@@ -84,17 +84,20 @@ def timeout_s(run_dir: Path) -> float:
     return float((spec.get("compute") or {}).get("timeout_s") or 3600)
 
 
-def stop_at_timeout(child: subprocess.Popen | ForkedTrainer, run_dir: Path, limit: float) -> int:
+def stop_at_timeout(
+    child: subprocess.Popen | ForkedTrainer, run_dir: Path, limit: float
+) -> tuple[int, bool]:
     """Ask the trainer to stop at its timeout (it finishes its step, saves final/ and writes
-    a failed result with the cause); kill it if it has not stopped within the grace."""
+    a failed result with the cause); kill it if it has not stopped within the grace.
+    Returns its exit code, and whether it was killed."""
     write_json_atomic(run_dir / TIMEOUT_REQUEST, {"timeout_s": round(limit), "at": time.time()})
     with contextlib.suppress(ProcessLookupError):
         child.send_signal(signal.SIGTERM)
     try:
-        return child.wait(timeout=TIMEOUT_GRACE_S)
+        return child.wait(timeout=TIMEOUT_GRACE_S), False
     except subprocess.TimeoutExpired:
         child.kill()
-        return child.wait()
+        return child.wait(), True
 
 
 def start_trainer(run_dir: Path, env: dict[str, str]) -> subprocess.Popen | ForkedTrainer:
@@ -132,17 +135,23 @@ def supervise(run_dir: Path) -> int:
     reader = threading.Thread(target=copy_output, args=(child, run_dir / STDOUT), daemon=True)
     reader.start()
     limit = timeout_s(run_dir)
+    killed = False
     try:
         code = child.wait(timeout=limit)
     except subprocess.TimeoutExpired:
-        code = stop_at_timeout(child, run_dir, limit)
+        code, killed = stop_at_timeout(child, run_dir, limit)
     reader.join(timeout=10)
     if not has_result(run_dir) and (run_dir / TIMEOUT_REQUEST).exists():
+        if killed:
+            how = f"the trainer did not stop within {TIMEOUT_GRACE_S:.0f} s and was killed"
+        else:  # it ended when asked to stop, but wrote no result: say how, and its last words
+            how = f"asked to stop, the {describe_exit(code)} before writing a result"
+            if context := last_output(run_dir):
+                how += f"; last output: {context}"
         write_result(
             run_dir,
             "failed",
-            f"timeout after {limit:.0f} s (compute.timeout_s): the trainer did not stop "
-            f"within {TIMEOUT_GRACE_S:.0f} s and was killed",
+            f"timeout after {limit:.0f} s (compute.timeout_s): {how}",
             exit_code=code,
         )
     if not has_result(run_dir):
