@@ -141,7 +141,7 @@ class Embedder:
 def batch_size_for(device: str) -> int:
     """Texts a forward pass: 64 on a GPU; 8 on a CPU, where a pass costs its padded tokens
     and a GRPO batch's completions differ in length. Measured 2026-12-03 on one AMD EPYC
-    thread, 32 completions of the demo (26 words on average), 30 batches each: 0.51-0.58 s
+    thread, 32 completions of the demo (26 words on average), 10 batches x 3 rounds: 0.51-0.58 s
     at 64, 0.41-0.43 s at 8, 0.42-0.45 s at 16."""
     return 64 if device.startswith("cuda") else 8
 
