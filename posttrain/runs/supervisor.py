@@ -57,13 +57,14 @@ def describe_exit(code: int) -> str:
     return f"trainer exited with code {code}"
 
 
-def last_output(run_dir: Path, lines: int = 5) -> str:
+def with_last_output(cause: str, run_dir: Path, lines: int = 5) -> str:
+    """The cause, followed by the trainer's last output lines when it printed any."""
     try:
         text = (run_dir / STDOUT).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return ""
+        return cause
     tail = [line for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(tail)[-600:]
+    return f"{cause}; last output: {' | '.join(tail)[-600:]}" if tail else cause
 
 
 def copy_output(child: subprocess.Popen | ForkedTrainer, path: Path) -> None:
@@ -145,9 +146,9 @@ def supervise(run_dir: Path) -> int:
         if killed:
             how = f"the trainer did not stop within {TIMEOUT_GRACE_S:.0f} s and was killed"
         else:  # it ended when asked to stop, but wrote no result: say how, and its last words
-            how = f"asked to stop, the {describe_exit(code)} before writing a result"
-            if context := last_output(run_dir):
-                how += f"; last output: {context}"
+            how = with_last_output(
+                f"asked to stop, the {describe_exit(code)} before writing a result", run_dir
+            )
         write_result(
             run_dir,
             "failed",
@@ -157,8 +158,7 @@ def supervise(run_dir: Path) -> int:
     if not has_result(run_dir):
         cause = describe_exit(code)
         if code != 0 and not (run_dir / CANCEL_REQUEST).exists():
-            context = last_output(run_dir)
-            cause += f"; last output: {context}" if context else ""
+            cause = with_last_output(cause, run_dir)
         record_end(run_dir, cause, exit_code=code)
     info.update(trainer_exit_code=code, ended_at=time.time())
     write_json_atomic(run_dir / PROCESS, info)
