@@ -18,10 +18,11 @@ from tests.specs import tiny
 
 pytestmark = pytest.mark.slow
 
-TINY = {**tiny(steps=5000), "compute": {"backend": "local", "timeout_s": 60}}
+TINY = {**tiny(steps=5000), "compute": {"backend": "local", "timeout_s": 90}}
 
 
-# A reward that waits: the trainer spends its 60 s asleep, not on the CPU the other tests use.
+# A reward that waits: the trainer spends its 90 s asleep, not on the CPU the other tests use.
+# 90 s, not 60: on a loaded CI machine the trainer's start-up and first step took ~60 s.
 SLOW_REWARD = """
 import time
 
@@ -36,13 +37,15 @@ def test_a_local_run_is_stopped_at_its_timeout_and_fails_saying_so(home, tmp_pat
     t = time.time()
     run_id = launch({**TINY, "reward": f"{tmp_path / 'slow_reward.py'}:slow"}).run_id
     try:
-        detail = wait_finished(run_id, 150)
+        detail = wait_finished(run_id, 200)
     finally:
         kill_leftover_runs(home)
     took = time.time() - t
     assert detail.status == "failed"
-    assert detail.cause.startswith("timeout after 60 s (compute.timeout_s): stopped after step")
-    assert 5 < detail.step < 5000 and took < 100, took
+    assert detail.cause.startswith("timeout after 90 s (compute.timeout_s): stopped after step")
+    # Stopped mid-training, soon after the limit. How many steps fit depends on the machine's
+    # load: quiet, 6 or more; in CI beside the suite, 1 (a step is several 1 s reward calls).
+    assert 1 <= detail.step < 5000 and took < 150, (detail.step, took)
     assert (home / "runs" / run_id / "final").is_dir()  # the model so far is kept
 
 
