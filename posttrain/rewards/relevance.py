@@ -12,6 +12,7 @@ scores' notes and in a `fallback` component: never silently.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -121,13 +122,14 @@ class Embedder:
             known = {text: cache[text] for text in unique if text in cache}
         missing = [text for text in unique if text not in known]
         if missing:
-            vectors = model.encode(
-                missing,
-                batch_size=self.batch_size or batch_size_for(str(model.device)),
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            with precision_for(str(model.device)):
+                vectors = model.encode(
+                    missing,
+                    batch_size=self.batch_size or batch_size_for(str(model.device)),
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
             known.update(zip(missing, vectors, strict=True))
         with _VECTORS_LOCK:
             for text in unique:
@@ -144,6 +146,26 @@ def batch_size_for(device: str) -> int:
     thread, 32 completions of the demo (26 words on average), 10 batches x 3 rounds: 0.51-0.58 s
     at 64, 0.41-0.43 s at 8, 0.42-0.45 s at 16."""
     return 64 if device.startswith("cuda") else 8
+
+
+def precision_for(device: str) -> contextlib.AbstractContextManager[Any]:
+    """bfloat16 autocast on a CPU that computes in bfloat16 natively (AVX512-BF16 or AMX), else
+    as the model is (float32). Measured 2026-12-03 on an AMD EPYC with AVX512-BF16, one thread,
+    32 demo completions in batches of 8: 0.36-0.39 s in float32, 0.12-0.15 s in bfloat16, and
+    each embedding within cosine 0.99998 of its float32 one. A CPU without it would emulate."""
+    if device.startswith("cpu") and _native_bf16():
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@functools.cache
+def _native_bf16() -> bool:
+    import torch
+
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch >= 2.3
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
 def rescale(cos: float) -> float:
