@@ -10,6 +10,7 @@ leaves: events.jsonl, the index, get_run, tail_logs, error messages, even when c
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from posttrain.gpu.reporter import LOG_MESSAGE_CHARS, Reporter
+from posttrain.rewards import isolated
 from posttrain.rewards.registry import get_reward
 from posttrain.runs.layout import write_json_atomic
 from posttrain.server.app import build_server
@@ -378,8 +380,42 @@ def test_calls_past_their_deadline_are_abandoned_and_free_their_workers(project,
             await alive(client)
             return results, took, time.time() - t
 
-    results, took, answer_s = asyncio.run(main())
+    try:
+        results, took, answer_s = asyncio.run(main())
+    finally:  # the abandoned children would sleep on past the test: what the exit would do
+        isolated._kill_live_children()
     assert len(results) == 4 and all(r.is_error for r in results)
     assert all("deadline of 2 s and was abandoned" in r.content[0].text for r in results)
     assert took < 12, took  # 2 s each, the fourth after a slot came free: not 30 s
     assert answer_s < 5, answer_s
+
+
+def test_a_hung_rewards_process_ends_with_the_process_that_gave_up_on_it(project):
+    """A caller that abandoned a call (the server, at its deadline) and then exits before the
+    reward's own limit: the exit kills the reward's process, which would sleep on."""
+    pid_file = project / "reward.pid"
+    ref = reward_file(
+        "sleepy.py",
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n" + GOOD_SCORE,
+    )
+    caller = (
+        "import os, threading, time\n"
+        "from posttrain.rewards.isolated import inspect_reward\n"
+        f"threading.Thread(target=inspect_reward, args=({ref!r}, {{}}, 300), daemon=True).start()\n"
+        f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.05)\n"
+    )
+    subprocess.run([sys.executable, "-c", caller], timeout=120, check=True)
+    pid = int(pid_file.read_text())
+    deadline = time.time() + 10
+    while running(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not running(pid), f"the reward's process {pid} outlived its caller"
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's parent may never reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -9,6 +9,7 @@ answer with a clear error and stay up. Only the trainer, itself a child, imports
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any
 
 from posttrain.errors import RewardError
@@ -26,6 +28,26 @@ DEFAULT_MEMORY_MB = 8192  # address space, not resident: a probe child with Mini
 STDERR_TAIL = 600  # characters of a failed child's stderr in the error (after redaction)
 STDERR_READ_CHARS = 100_000  # what is read of it: redacted whole, then cut to the tail
 ANSWER_CHARS = 5_000_000  # a probe report is a few kB (the answer is the last line)
+
+
+# The process groups of children still running. A caller that gave up on a call (the server
+# abandons one at its deadline) leaves the thread that would kill it at the limit; when the
+# process exits first, its exit kills them: user code never outlives the server or the CLI.
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _kill_live_children() -> None:
+    with _LIVE_LOCK:
+        groups = list(_LIVE)
+    for group in groups:
+        _kill_group(group)
+
+
+def _kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
 
 
 def reward_timeout_s() -> float:
@@ -129,14 +151,17 @@ def run_child(
             cwd=os.getcwd(),
             start_new_session=True,
         )
+        with _LIVE_LOCK:
+            _LIVE.add(child.pid)
         try:
             code = child.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             code = None
         finally:  # the group: the child if it still runs, and whatever it forked
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
+            _kill_group(child.pid)
             child.wait()
+            with _LIVE_LOCK:
+                _LIVE.discard(child.pid)
         if code is None:
             raise RewardError(
                 f"{what} did not finish {doing} within {timeout_s:.0f} s and was stopped; "
