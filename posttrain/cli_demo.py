@@ -54,7 +54,7 @@ def register_demo(app: typer.Typer) -> None:
         ] = False,
         as_json: JsonFlag = False,
     ) -> None:
-        """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (~3 min)."""
+        """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (1-4 min)."""
         if real:  # steps given on the command line are kept, whatever their value
             steps = steps or REAL_DEMO_STEPS
             warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS

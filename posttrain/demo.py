@@ -3,7 +3,8 @@
 Build the tiny Qwen3-shaped model, warm-start it with SFT on the rhyme gym (answers that
 rhyme only 30% of the time: it learns the four-line format, not the rhymes), then GRPO with
 the canonical rhyme_relevance reward (relevance gating the rhyme, four lines) until it
-rhymes: 250 GRPO steps, 124 s on 2 CPU cores (the warm-start 32 s; measured 2026-12-02).
+rhymes: 250 GRPO steps, 43-53 s on 2 CPU cores (the warm-start 14-16 s; measured 2026-12-03,
+relevance embedded in bfloat16; 124 s and 32 s the day before, float32, a slower machine).
 
 The tiny model trains all its weights (lora: null): measured here, LoRA r=32 on a 0.6M
 model did not learn the rhymes within 300 steps, while the full fine-tune did in every
