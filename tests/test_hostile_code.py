@@ -390,9 +390,11 @@ def test_calls_past_their_deadline_are_abandoned_and_free_their_workers(project,
     assert answer_s < 5, answer_s
 
 
-def test_a_hung_rewards_process_ends_with_the_process_that_gave_up_on_it(project):
-    """A caller that abandoned a call (the server, at its deadline) and then exits before the
-    reward's own limit: the exit kills the reward's process, which would sleep on."""
+@pytest.mark.parametrize("ends", ["exits", "is killed"])
+def test_a_hung_rewards_process_ends_with_the_process_that_gave_up_on_it(project, ends):
+    """A caller that abandoned a call (the server, at its deadline) and then ends before the
+    reward's own limit, by exiting or by SIGKILL (no exit handler runs): the reward's process,
+    which would sleep on, ends with it."""
     pid_file = project / "reward.pid"
     ref = reward_file(
         "sleepy.py",
@@ -405,7 +407,10 @@ def test_a_hung_rewards_process_ends_with_the_process_that_gave_up_on_it(project
         f"threading.Thread(target=inspect_reward, args=({ref!r}, {{}}, 300), daemon=True).start()\n"
         f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.05)\n"
     )
-    subprocess.run([sys.executable, "-c", caller], timeout=120, check=True)
+    if ends == "is killed":
+        caller += "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    done = subprocess.run([sys.executable, "-c", caller], timeout=120)
+    assert done.returncode == (0 if ends == "exits" else -9)
     pid = int(pid_file.read_text())
     deadline = time.time() + 10
     while running(pid) and time.time() < deadline:

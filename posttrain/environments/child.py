@@ -19,7 +19,12 @@ from typing import Any
 
 from posttrain.environments.scenarios import SCENARIOS
 from posttrain.errors import PosttrainError, RewardError
-from posttrain.rewards.isolated import _limit_memory, reward_timeout_s, run_child
+from posttrain.rewards.isolated import (
+    _limit_memory,
+    die_with_parent,
+    reward_timeout_s,
+    run_child,
+)
 
 
 def check_in_child(job: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -72,6 +77,7 @@ def _main() -> int:
     from posttrain.environments.loader import load
     from posttrain.environments.scenarios import run_scenarios
 
+    die_with_parent()
     job = json.loads(sys.stdin.read())
     answer_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # what user code prints goes to stderr: it cannot forge the answer line

@@ -30,11 +30,14 @@ STDERR_READ_CHARS = 100_000  # what is read of it: redacted whole, then cut to t
 ANSWER_CHARS = 5_000_000  # a probe report is a few kB (the answer is the last line)
 
 
-# The process groups of children still running. A caller that gave up on a call (the server
-# abandons one at its deadline) leaves the thread that would kill it at the limit; when the
-# process exits first, its exit kills them: user code never outlives the server or the CLI.
+# User code never outlives the server or the CLI that started it. A caller that gave up on a
+# call (the server abandons one at its deadline) leaves behind the thread that would kill the
+# child at its limit. Two guards: the child asks the kernel to kill it when that thread ends,
+# however the process ends (die_with_parent, in the child), and a process that exits kills
+# the groups it still has running, with whatever the children forked (_LIVE, at exit).
 _LIVE: set[int] = set()
 _LIVE_LOCK = threading.Lock()
+PARENT_PID_ENV = "POSTTRAIN_ISOLATED_PARENT"
 
 
 @atexit.register
@@ -48,6 +51,19 @@ def _kill_live_children() -> None:
 def _kill_group(group: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)
+
+
+def die_with_parent() -> None:
+    """In a child: SIGKILL when the thread that started it ends (Linux PR_SET_PDEATHSIG);
+    exit at once when that process has already gone (before the request was made)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and os.getppid() != int(parent):
+        os._exit(1)
 
 
 def reward_timeout_s() -> float:
@@ -134,7 +150,7 @@ def run_child(
     ends or at the limit: user code that forks leaves nothing behind. Its output goes to
     files, not pipes, so a lingering grandchild holding them open cannot make code that
     returned at once look like code that hung."""
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", PARENT_PID_ENV: str(os.getpid())}
     with (
         tempfile.TemporaryFile() as stdin,
         tempfile.TemporaryFile() as stdout,
@@ -142,16 +158,16 @@ def run_child(
     ):
         stdin.write(json.dumps(job, default=str).encode())
         stdin.seek(0)
-        child = subprocess.Popen(
-            [sys.executable, "-m", module],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            env=env,
-            cwd=os.getcwd(),
-            start_new_session=True,
-        )
-        with _LIVE_LOCK:
+        with _LIVE_LOCK:  # started and known as one step: an exit sees it or it never began
+            child = subprocess.Popen(
+                [sys.executable, "-m", module],
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                cwd=os.getcwd(),
+                start_new_session=True,
+            )
             _LIVE.add(child.pid)
         try:
             code = child.wait(timeout=timeout_s)
@@ -196,6 +212,7 @@ def _main() -> int:
     from posttrain.rewards.probes import run_probes
     from posttrain.rewards.registry import get_reward
 
+    die_with_parent()
     job = json.loads(sys.stdin.read())
     answer_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # what the reward prints goes to stderr: it cannot forge the answer line
