@@ -5,6 +5,7 @@ straight through (CPU, fixed seed): any replayed batch or doubled optimizer step
 """
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from posttrain.errors import ConfigError
-from posttrain.runs.layout import CANCEL_REQUEST, RUN_META, SPEC, iter_events, write_json_atomic
+from posttrain.runs.layout import (
+    CANCEL_REQUEST,
+    EVENTS,
+    RUN_META,
+    SPEC,
+    iter_events,
+    write_json_atomic,
+)
 from posttrain.spec import load_spec
 from posttrain.tools.context import Context
 from posttrain.tools.resolve import resolve
@@ -22,10 +30,10 @@ pytestmark = pytest.mark.slow
 STEPS = 6
 
 
-def spec(kind: str, **extra):
+def spec(kind: str, steps: int = STEPS, **extra):
     algorithm = {
         "kind": kind,
-        "steps": STEPS,
+        "steps": steps,
         "lora": None,
         "learning_rate": 1e-3,
         "batch_size": 8,
@@ -142,6 +150,34 @@ def test_resuming_a_run_without_checkpoints_is_refused_before_anything_starts(ho
     empty = prepared(spec("sft"), "run-empty-1")  # reserved, never trained
     with pytest.raises(ConfigError, match="saved no checkpoint"):
         resolve(spec("sft", resume_from=empty.name), Context())
+
+
+def test_a_restart_after_the_last_checkpoint_trains_nothing_and_keeps_its_model(home):
+    """Modal retries an input whose container died after the run's last checkpoint and before
+    its result: the retry trains no step (Trainer.train would train one past the end) and
+    final/ is that checkpoint's model. Resuming such a run for no more steps is refused."""
+    import torch
+    from safetensors.torch import load_file
+
+    run_dir = prepared(spec("sft", steps=2), "run-restart-1")
+    assert train(run_dir) == "succeeded"
+    reference = load_file(run_dir / "final" / "model.safetensors")
+    lines = (run_dir / EVENTS).read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if json.loads(line).get("stage") == "saving")
+    (run_dir / EVENTS).write_text("".join(lines[:cut]))  # the container died here
+    shutil.rmtree(run_dir / "final")
+
+    assert train(run_dir) == "succeeded"  # the retry, in the same folder
+    retry = list(iter_events(run_dir))[cut:]
+    assert not [e["step"] for e in retry if e["type"] == "metrics"]
+    assert [e["final"]["step"] for e in retry if e["type"] == "result"] == [2]
+    final = load_file(run_dir / "final" / "model.safetensors")
+    assert final.keys() == reference.keys()
+    assert all(torch.equal(final[name], tensor) for name, tensor in reference.items())
+    assert not (run_dir / "final" / "optimizer.pt").exists()  # a model, not a checkpoint
+
+    with pytest.raises(ConfigError, match=r"algorithm\.steps: 2 leaves nothing to train"):
+        resolve(spec("sft", steps=2, resume_from=run_dir.name), Context())
 
 
 def lora_grpo(steps: int, **extra):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -188,6 +189,8 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     reporter.check_cancel()
 
     resume = resume_point(run_dir, spec)
+    if resume is not None and checkpoint_step(resume) >= a.steps and not dry:
+        return finish_from(Path(resume), run_dir, tokenizer, reporter)
     if resume is not None:
         if (run_dir / "warmstart").is_dir():  # a restart of this run after its warm-start
             model_path = str(run_dir / "warmstart")
@@ -254,6 +257,35 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
             f"prompt(s), {'scored by the reward' if reward else 'unscored (no reward given)'}"
         )
         reporter.events.write("dry_run", durable=True, **dry.report())
+    reporter.result("succeeded", step=step, path="final")
+    return "succeeded"
+
+
+# What a checkpoint holds beyond the model a final/ holds: the Trainer's own state.
+TRAINING_STATE = (
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "trainer_state.json",
+    "training_args.bin",
+)
+
+
+def finish_from(checkpoint: Path, run_dir: Path, tokenizer: Any, reporter: Reporter) -> str:
+    """A restart after the run's last checkpoint (Modal retries an input whose container died
+    between that save and the result): nothing is left to train, and final/ is the checkpoint's
+    model. Trainer.train from a checkpoint at max_steps would train one step more (transformers
+    5.25 checks for the end only after a step)."""
+    step = checkpoint_step(checkpoint)
+    reporter.log(f"{checkpoint.name} is the run's last step: nothing is left to train")
+    reporter.stage("saving")
+    final = run_dir / "final"
+    if rank() == 0:
+        shutil.rmtree(final, ignore_errors=True)
+        shutil.copytree(checkpoint, final, ignore=shutil.ignore_patterns(*TRAINING_STATE))
+        tokenizer.save_pretrained(str(final))
+    reporter.checkpoint(step, final)
     reporter.result("succeeded", step=step, path="final")
     return "succeeded"
 

@@ -64,6 +64,12 @@ def _base(spec: RunSpec, ctx: Any) -> tuple[Base, Resume | None]:
             f"stopped before the first save); start a new run instead"
         )
     last = max(saved, key=lambda c: c["step"])
+    if spec.algorithm.steps <= last["step"]:
+        raise ConfigError(
+            f"algorithm.steps: {spec.algorithm.steps} leaves nothing to train after run "
+            f"'{spec.resume_from}''s last checkpoint (step {last['step']}); steps counts from "
+            f"step 0, so set it above {last['step']} (e.g. {last['step'] + spec.algorithm.steps})"
+        )
     resume = Resume(run_id=spec.resume_from, checkpoint=last["path"], step=last["step"])
     events = [e["stage"] for e in _stages(source)]
     if "warmstart" in events or (source / "warmstart").is_dir():
