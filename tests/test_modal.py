@@ -257,6 +257,16 @@ import sys
 from posttrain.gpu import modal_app
 modal_app.run_training(sys.argv[1], open(sys.argv[2]).read(), 1, open(sys.argv[3]).read())
 """
+# The first container's reward takes 1 s a call, so the kill lands between checkpoints on any
+# machine (a tiny step takes 0.1 s on a fast one: all six were saved before a 0.5 s poll).
+FIRST_SLOW = """
+import os, time
+
+def score(completions, **columns):
+    if os.environ.get("FIRST_CONTAINER"):
+        time.sleep(1.0)
+    return [len(str(c)) % 7 / 7 for c in completions]
+"""
 
 
 def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home, tmp_path):
@@ -270,7 +280,14 @@ def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home,
     from posttrain.spec import load_spec
     from posttrain.tools.resolve import resolve
 
-    spec = load_spec({**TINY, "algorithm": {**TINY["algorithm"], "steps": 6, "save_every": 2}})
+    (tmp_path / "first_slow.py").write_text(FIRST_SLOW)
+    spec = load_spec(
+        {
+            **TINY,
+            "reward": f"{tmp_path / 'first_slow.py'}:score",
+            "algorithm": {**TINY["algorithm"], "steps": 6, "save_every": 2},
+        }
+    )
     plan = resolve(spec, Context(), check_runnable=False)
     run_id = "run-restart-0001"
     (tmp_path / "spec.json").write_text(spec.to_json())
@@ -279,11 +296,11 @@ def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home,
     attempt_args = [str(tmp_path / "spec.json"), str(tmp_path / "run.json")]
     first = subprocess.Popen(
         [sys.executable, str(tmp_path / "attempt.py"), run_id, *attempt_args],
-        env={**os.environ, "POSTTRAIN_MODAL_RUNS_ROOT": str(volume)},
+        env={**os.environ, "POSTTRAIN_MODAL_RUNS_ROOT": str(volume), "FIRST_CONTAINER": "1"},
     )
     run_dir = volume / run_id
     saved = run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json"  # written last
-    wait_for(saved.exists, timeout_s=180)
+    wait_for(saved.exists, timeout_s=180, every_s=0.05)
     first.send_signal(signal.SIGKILL)  # the container is gone, mid-run
     first.wait()
     assert not any(e["type"] == "result" for e in iter_events(run_dir))
