@@ -152,16 +152,59 @@ def test_resuming_a_run_without_checkpoints_is_refused_before_anything_starts(ho
         resolve(spec("sft", resume_from=empty.name), Context())
 
 
-def test_a_restart_after_the_last_checkpoint_trains_nothing_and_keeps_its_model(home):
+def users_lora_grpo(folder: Path, steps: int, **extra):
+    """GRPO with LoRA (as the Qwen presets train) on a user's own file, columns and reward."""
+    rows = [{"question": f"Un poème sur la mer, n°{i}", "réponse": "la mer"} for i in range(24)]
+    data = folder / "poèmes.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    (folder / "my_reward.py").write_text(
+        "def longueur(completions, réponse, **kw):\n"
+        "    return [min(1.0, len(str(c)) / 40) for c in completions]\n"
+    )
+    return load_spec(
+        {
+            "dataset": {
+                "path": str(data),
+                "prompt_template": "{question}",
+                "reference_column": "réponse",
+            },
+            "reward": f"{folder / 'my_reward.py'}:longueur",
+            "algorithm": {
+                "kind": "grpo",
+                "steps": steps,
+                "lora": {"r": 4},
+                "batch_size": 8,
+                "num_generations": 4,
+                "max_completion_length": 16,
+                "save_every": 1,
+                "traces": {"every": 0, "samples": 2},
+            },
+            **extra,
+        }
+    )
+
+
+@pytest.mark.parametrize("shape", ["sft, full weights", "grpo, LoRA, the user's files"])
+def test_a_restart_after_the_last_checkpoint_trains_nothing_and_keeps_its_model(home, shape):
     """Modal retries an input whose container died after the run's last checkpoint and before
     its result: the retry trains no step (Trainer.train would train one past the end) and
-    final/ is that checkpoint's model. Resuming such a run for no more steps is refused."""
+    final/ is what the straight run saved, file for file. Resuming such a run for no more
+    steps is refused."""
     import torch
     from safetensors.torch import load_file
 
-    run_dir = prepared(spec("sft", steps=2), "run-restart-1")
+    home.mkdir(parents=True, exist_ok=True)
+
+    def make(**extra):
+        if shape.startswith("sft"):
+            return spec("sft", steps=2, **extra)
+        return users_lora_grpo(home, 2, **extra)
+
+    run_dir = prepared(make(), "run-restart-1")
     assert train(run_dir) == "succeeded"
-    reference = load_file(run_dir / "final" / "model.safetensors")
+    saved = {p.name: p.read_bytes() for p in (run_dir / "final").iterdir()}
+    weights_file = "model.safetensors" if shape.startswith("sft") else "adapter_model.safetensors"
+    reference = load_file(run_dir / "final" / weights_file)
     lines = (run_dir / EVENTS).read_text().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if json.loads(line).get("stage") == "saving")
     (run_dir / EVENTS).write_text("".join(lines[:cut]))  # the container died here
@@ -171,13 +214,13 @@ def test_a_restart_after_the_last_checkpoint_trains_nothing_and_keeps_its_model(
     retry = list(iter_events(run_dir))[cut:]
     assert not [e["step"] for e in retry if e["type"] == "metrics"]
     assert [e["final"]["step"] for e in retry if e["type"] == "result"] == [2]
-    final = load_file(run_dir / "final" / "model.safetensors")
+    assert sorted(p.name for p in (run_dir / "final").iterdir()) == sorted(saved)
+    final = load_file(run_dir / "final" / weights_file)
     assert final.keys() == reference.keys()
     assert all(torch.equal(final[name], tensor) for name, tensor in reference.items())
-    assert not (run_dir / "final" / "optimizer.pt").exists()  # a model, not a checkpoint
 
     with pytest.raises(ConfigError, match=r"algorithm\.steps: 2 leaves nothing to train"):
-        resolve(spec("sft", steps=2, resume_from=run_dir.name), Context())
+        resolve(make(resume_from=run_dir.name), Context())
 
 
 def lora_grpo(steps: int, **extra):

@@ -261,15 +261,9 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     return "succeeded"
 
 
-# What a checkpoint holds beyond the model a final/ holds: the Trainer's own state.
-TRAINING_STATE = (
-    "optimizer.pt",
-    "scheduler.pt",
-    "scaler.pt",
-    "rng_state*.pth",
-    "trainer_state.json",
-    "training_args.bin",
-)
+# What a checkpoint holds beyond what Trainer.save_model writes to final/: the state to resume
+# from (training_args.bin is in both).
+TRAINING_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "trainer_state.*")
 
 
 def finish_from(checkpoint: Path, run_dir: Path, tokenizer: Any, reporter: Reporter) -> str:
