@@ -390,15 +390,28 @@ def test_calls_past_their_deadline_are_abandoned_and_free_their_workers(project,
     assert answer_s < 5, answer_s
 
 
-@pytest.mark.parametrize("ends", ["exits", "is killed"])
+# A reward that starts a process of its own (in its process group) at import.
+SPAWNS = (
+    "import subprocess, sys\n"
+    "spawned = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+)
+
+
+@pytest.mark.parametrize("ends", ["exits", "is killed", "exits, the reward having forked"])
 def test_a_hung_rewards_process_ends_with_the_process_that_gave_up_on_it(project, ends):
     """A caller that abandoned a call (the server, at its deadline) and then ends before the
     reward's own limit, by exiting or by SIGKILL (no exit handler runs): the reward's process,
-    which would sleep on, ends with it."""
+    which would sleep on, ends with it; so does a process the reward started, when the caller
+    exits (its exit kills the reward's process group)."""
     pid_file = project / "reward.pid"
+    forks = ends.endswith("forked")
+    watched = "spawned.pid" if forks else "os.getpid()"
     ref = reward_file(
         "sleepy.py",
-        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "import os, time\n"
+        + (SPAWNS if forks else "")
+        + f"open('pid.tmp', 'w').write(str({watched}))\n"
+        f"os.replace('pid.tmp', {str(pid_file)!r})\n"  # whole, or not there
         "time.sleep(600)\n" + GOOD_SCORE,
     )
     caller = (
@@ -410,12 +423,12 @@ def test_a_hung_rewards_process_ends_with_the_process_that_gave_up_on_it(project
     if ends == "is killed":
         caller += "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
     done = subprocess.run([sys.executable, "-c", caller], timeout=120)
-    assert done.returncode == (0 if ends == "exits" else -9)
+    assert done.returncode == (-9 if ends == "is killed" else 0)
     pid = int(pid_file.read_text())
     deadline = time.time() + 10
     while running(pid) and time.time() < deadline:
         time.sleep(0.1)
-    assert not running(pid), f"the reward's process {pid} outlived its caller"
+    assert not running(pid), f"the process {pid} outlived the caller"
 
 
 def running(pid: int) -> bool:
