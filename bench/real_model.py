@@ -137,8 +137,8 @@ def main() -> int:
         return adapter_check(args.adapter_check)
     os.environ.setdefault("POSTTRAIN_HOME", tempfile.mkdtemp(prefix="posttrain-real-bench-"))
 
+    from posttrain.core.paths import home
     from posttrain.demo import REAL_DEMO_STEPS, real_demo_spec, write_tool_rows
-    from posttrain.paths import home
     from posttrain.tools.evaluate import evaluate
     from posttrain.tools.launch import launch
 

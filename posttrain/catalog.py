@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import ConfigError
-from posttrain.paths import expand
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import expand
 
 PRICES_AS_OF = "2026-11"
 GPU_PRICE_USD_PER_S: dict[str, float] = {

@@ -17,7 +17,7 @@ from posttrain.cli_common import EXIT_USAGE, JsonFlag, console, emit, fail, guar
 from posttrain.cli_demo import register_demo
 from posttrain.cli_lifecycle import register as register_lifecycle
 from posttrain.cli_runs import register
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 app = typer.Typer(
     help="Post-train Qwen models (GRPO, SFT with LoRA) carefully: check, smoke, launch, evaluate.",
@@ -242,7 +242,11 @@ def serve(
     import os
     import sys
 
-    from posttrain.paths import allowed_roots, filesystem_root_allowed, started_in_filesystem_root
+    from posttrain.core.paths import (
+        allowed_roots,
+        filesystem_root_allowed,
+        started_in_filesystem_root,
+    )
     from posttrain.server.http import TOKEN_ENV, refuse_open_bind, serve_http
 
     token = os.environ.get(TOKEN_ENV) or None

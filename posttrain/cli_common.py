@@ -11,14 +11,14 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from posttrain.errors import (
+from posttrain.core.errors import (
     BudgetError,
     ConfigError,
     NotFoundError,
     PosttrainError,
     RewardError,
 )
-from posttrain.secrets import redact
+from posttrain.core.secrets import redact
 
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NEEDS_APPROVAL, EXIT_BACKEND = 2, 3, 4, 5
 
@@ -55,7 +55,7 @@ def guarded(fn: Callable[[], T]) -> T:
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
     """Print a verb's result: JSON for agents, else `render`; secret values masked first."""
-    from posttrain.secrets import redact_value
+    from posttrain.core.secrets import redact_value
 
     data = redact_value(data)
     if as_json:  # ensure_ascii: ESC, C0 and C1 controls leave as \u escapes, never raw

@@ -14,13 +14,13 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from posttrain.cli_common import JsonFlag, console, guarded, untrusted
+from posttrain.core.formatting import num
 from posttrain.demo import (
     DEMO_STEPS,
     DEMO_WARMSTART_STEPS,
     REAL_DEMO_STEPS,
     REAL_DEMO_WARMSTART_STEPS,
 )
-from posttrain.formatting import num
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.termplot import chart, sparkline
 
@@ -161,8 +161,8 @@ def _real_demo(
 ) -> None:
     """Launch the real-model demo, follow it, evaluate it, and show what changed."""
     from posttrain.cli_lifecycle import _render_eval
+    from posttrain.core.paths import home
     from posttrain.demo import real_demo_spec, write_tool_rows
-    from posttrain.paths import home
     from posttrain.tools.evaluate import evaluate
 
     spec = real_demo_spec(write_tool_rows(home() / "demo"), steps, warmstart_steps, seed)

@@ -20,8 +20,8 @@ from posttrain.cli_common import (
     guarded,
     untrusted,
 )
-from posttrain.errors import ConfigError
-from posttrain.formatting import ago, num
+from posttrain.core.errors import ConfigError
+from posttrain.core.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.termplot import chart
 

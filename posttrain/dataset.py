@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from posttrain.errors import ConfigError, NotFoundError
-from posttrain.paths import expand
+from posttrain.core.errors import ConfigError, NotFoundError
+from posttrain.core.paths import expand
 from posttrain.toolcalls import call_parts, call_text, canonical_messages, canonical_tools
 
 if TYPE_CHECKING:

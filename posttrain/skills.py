@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from posttrain.errors import NotFoundError
+from posttrain.core.errors import NotFoundError
 
 TARGETS = (".claude/skills", ".agents/skills")
 

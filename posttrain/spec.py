@@ -30,9 +30,8 @@ from pydantic import (
 
 from posttrain import spec_bounds
 from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
-from posttrain.environments.refs import check_target, split_class_ref, split_tools_ref
-from posttrain.errors import ConfigError
-from posttrain.paths import (
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import (
     HF_REPO_ID,
     RUN_ID,
     confine_in_validation,
@@ -40,6 +39,7 @@ from posttrain.paths import (
     exists,
     is_file,
 )
+from posttrain.environments.refs import check_target, split_class_ref, split_tools_ref
 from posttrain.spec_bounds import check_template_kwargs, template_columns
 from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
 from posttrain.standin_shape import stand_in_for

@@ -17,7 +17,7 @@ import json
 import string
 from typing import Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 MAX_SPEC_CHARS = 1_000_000  # a real spec is a few kB
 MAX_SEED = 2**32 - 1  # numpy's range; torch and random take it too
@@ -186,7 +186,7 @@ def read_source(source: Any) -> Any:
     through), within the text bounds; a clear error for what cannot be read."""
     from pathlib import Path
 
-    from posttrain.paths import expand, is_file
+    from posttrain.core.paths import expand, is_file
 
     data: Any = source
     if isinstance(source, Path) or (

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 
 from posttrain.catalog import QWEN3, STAND_IN_FAMILIES, family_of, get_preset, size_b
-from posttrain.errors import ConfigError
-from posttrain.paths import expand
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import expand
 
 STAND_IN_ARCH = {
     "hidden_size": 64,

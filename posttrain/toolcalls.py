@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 Call = tuple[str, dict[str, Any]]
 # A Qwen model's call in text: JSON inside <tool_call> tags (a last one may lack its end tag)

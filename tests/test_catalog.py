@@ -4,7 +4,7 @@ import pytest
 
 from posttrain.calibration import fits
 from posttrain.catalog import PRESETS, gpu_prices, parse_gpu
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", ["Qwen3-0.6B", "Qwen3-8B", "Qwen2.5-0.5B-Instruct"])

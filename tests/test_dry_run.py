@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.gpu import tokenizers
 from posttrain.runs.layout import iter_events
 from posttrain.tools.data import check_dataset
@@ -258,7 +258,7 @@ def test_the_export_path_merges_a_qwen3_lora_run_with_its_real_tokenizer(grpo_dr
     transformers loads, with Qwen3's real tokenizer and chat template."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from posttrain.errors import ConfigError
+    from posttrain.core.errors import ConfigError
     from posttrain.gpu.export import export
     from posttrain.tools.export import export_run
 

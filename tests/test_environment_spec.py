@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.spec import load_spec
 
 

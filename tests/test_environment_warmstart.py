@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from posttrain.core.errors import ConfigError
 from posttrain.environments.calculator import rows as calculator_rows
-from posttrain.errors import ConfigError
 from posttrain.gpu import tokenizers
 from posttrain.gpu.environment import check_template, demo_episodes
 from posttrain.gpu.sft_text import SftRenderer

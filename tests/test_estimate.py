@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 
 from posttrain.calibration import MEASUREMENTS, fitted
-from posttrain.errors import BackendError
+from posttrain.core.errors import BackendError
 from posttrain.runs.modal_backend import ModalBackend
 from posttrain.server.app import build_server
 from posttrain.tools.context import Context

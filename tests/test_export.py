@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 
 from posttrain.cli import app
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.server.app import build_server
 from posttrain.tools.export import export_run
 from posttrain.tools.jobs import get_job

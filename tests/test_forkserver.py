@@ -251,7 +251,7 @@ def test_a_job_worker_is_forked_too_and_reports_its_end(server, home, tmp_path, 
 
 
 def test_a_merge_is_forked_and_a_failed_one_reads_as_before(server, home, tmp_path, monkeypatch):
-    from posttrain.errors import BackendError
+    from posttrain.core.errors import BackendError
     from posttrain.tools.export import export_run
 
     codes = spy_on(monkeypatch, "posttrain.tools.export", "run_forked")

@@ -114,7 +114,7 @@ def test_a_paid_group_is_approved_once_for_its_total_and_reserved_all_or_nothing
 
     monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "10")  # room for one more run, not three
     monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "6")
-    from posttrain.errors import BudgetError
+    from posttrain.core.errors import BudgetError
 
     with pytest.raises(BudgetError, match="daily cap"):
         launch(PAID, ctx=ctx, seeds=[3, 4, 5])

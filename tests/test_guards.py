@@ -4,7 +4,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from posttrain.errors import RewardError
+from posttrain.core.errors import RewardError
 from posttrain.rewards.base import Reward, Scores
 from posttrain.rewards.guards import Guarded, checked_scores
 

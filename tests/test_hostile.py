@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from posttrain.errors import ConfigError, PosttrainError
+from posttrain.core.errors import ConfigError, PosttrainError
 from posttrain.server.app import build_server
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.context import Context

@@ -266,7 +266,7 @@ def test_what_a_reward_prints_cannot_forge_its_answer(project):
     forger = reward_file(
         "forger.py", "import os, sys\nprint('{\"columns\": []}')\nsys.stdout.flush()\nos._exit(0)\n"
     )
-    from posttrain.errors import RewardError
+    from posttrain.core.errors import RewardError
     from posttrain.rewards.isolated import inspect_reward
 
     assert inspect_reward(honest, {})["columns"] == ["answer_key"]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.runs.layout import EventWriter, check_run_id, write_json_atomic
 from posttrain.server.app import build_server
 from posttrain.spec import load_spec
@@ -385,7 +385,7 @@ def test_serve_refuses_a_root_of_slash_named_in_posttrain_roots(tmp_path):
 
 
 def test_a_working_directory_of_root_is_never_an_allowed_folder(tmp_path, monkeypatch):
-    from posttrain.paths import allowed_roots, confine, filesystem_root_allowed
+    from posttrain.core.paths import allowed_roots, confine, filesystem_root_allowed
 
     monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path / "home"))
     monkeypatch.chdir("/")

@@ -13,7 +13,7 @@ import time
 import pytest
 from mcp import Client
 
-from posttrain.errors import ConfigError, NotFoundError
+from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import process_alive, read_json
 from posttrain.server.app import build_server
 from posttrain.tools.evaluate import start_evaluate

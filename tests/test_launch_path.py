@@ -13,7 +13,7 @@ import time
 import pytest
 from mcp import Client
 
-from posttrain.errors import BackendError, RewardError
+from posttrain.core.errors import BackendError, RewardError
 from posttrain.runs.layout import RUN_META, iter_events, read_json
 from posttrain.server.app import build_server
 from posttrain.tools.context import Context

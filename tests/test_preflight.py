@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from posttrain.core.errors import ConfigError
 from posttrain.dataset import prepare
-from posttrain.errors import ConfigError
 from posttrain.gpu.tiny import build_tokenizer
 from posttrain.rewards.registry import get_reward
 from posttrain.spec import load_spec

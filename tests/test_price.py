@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from posttrain.errors import BudgetError, ConfigError
+from posttrain.core.errors import BudgetError, ConfigError
 from posttrain.runs.modal_backend import ModalBackend
 from posttrain.tools.context import Context
 from posttrain.tools.launch import human_question, launch

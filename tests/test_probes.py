@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.rewards.probes import PROBES, run_probes
 from posttrain.rewards.registry import get_reward
 

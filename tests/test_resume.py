@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     EVENTS,

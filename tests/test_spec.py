@@ -3,7 +3,7 @@ import json
 import pytest
 import yaml
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.spec import load_spec
 
 GOOD = {"model": "tiny-local", "dataset": {"builtin": "rhyme-gym"}, "algorithm": {"steps": 5}}

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from posttrain.errors import ConfigError, NotFoundError
+from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import (
     EventWriter,
     check_run_id,

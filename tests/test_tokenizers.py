@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.gpu import tokenizers
 from posttrain.gpu.tokenizers import load_tokenizer
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from posttrain.core.errors import ConfigError
 from posttrain.dataset import prepare
-from posttrain.errors import ConfigError
 from posttrain.spec import DatasetSpec
 from posttrain.toolcalls import as_text, call_text, canonical_messages, canonical_tools
 

@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from posttrain.errors import ConfigError, RewardError
+from posttrain.core.errors import ConfigError, RewardError
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.registry import get_reward
 

@@ -32,11 +32,11 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from posttrain.core.errors import ConfigError, NotFoundError, PosttrainError
+from posttrain.core.formatting import ago, clock, num
+from posttrain.core.secrets import redact
 from posttrain.dashboard.charts import metric_series, png_chart, svg_chart
-from posttrain.errors import ConfigError, NotFoundError, PosttrainError
-from posttrain.formatting import ago, clock, num
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.secrets import redact
 from posttrain.server.http import is_loopback
 from posttrain.tools import runs as tools
 from posttrain.tools.context import Context

@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.core.errors import ConfigError
 from posttrain.environments.episode import Bounds, CallRecord, guarded, shown
 from posttrain.environments.loader import RESERVED, Loaded
-from posttrain.errors import ConfigError
 
 ROW = "row"  # the trainer table's column holding each example's index in the rows
 

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from posttrain.core.errors import PosttrainError, RewardError
 from posttrain.environments.scenarios import SCENARIOS
-from posttrain.errors import PosttrainError, RewardError
 from posttrain.rewards.isolated import (
     _limit_memory,
     die_with_parent,

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from posttrain.core.errors import RewardError
 from posttrain.environments.transcript import transcript
-from posttrain.errors import RewardError
 from posttrain.rewards.base import Reward, Scores
 from posttrain.rewards.guards import checked_scores, reward_label
 

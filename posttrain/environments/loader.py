@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posttrain.core.errors import ConfigError
 from posttrain.environments.refs import (
     is_file_target,
     split_class_ref,
     split_tools_ref,
 )
-from posttrain.errors import ConfigError
 
 RESERVED = ("reset", "get_reward")  # TRL's own methods: never offered as tools
 

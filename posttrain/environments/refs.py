@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from posttrain.errors import ConfigError
-from posttrain.paths import confine, expand, is_file
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import confine, expand, is_file
 
 # name -> "module:Class" of the environments posttrain ships (their data beside them)
 BUILTINS: dict[str, str] = {"calculator": "posttrain.environments.calculator:Calculator"}

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from posttrain.core.errors import ConfigError
 from posttrain.environments.episode import Bounds, Episode, guarded, play
 from posttrain.environments.loader import Loaded, schemas
-from posttrain.errors import ConfigError
 from posttrain.rewards.tool_call import normalise_calls
 from posttrain.toolcalls import Call, call_text
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.core.errors import ConfigError
 from posttrain.dataset import prepare
-from posttrain.errors import ConfigError
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
 from posttrain.evals.episodes import (

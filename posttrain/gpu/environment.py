@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from posttrain.core.errors import ConfigError
 from posttrain.environments.bounded import BoundedEnvironment, bounded_class, tool_schemas
 from posttrain.environments.episode import Bounds
 from posttrain.environments.episode_reward import EpisodeReward
 from posttrain.environments.loader import load
 from posttrain.environments.transcript import transcript
-from posttrain.errors import ConfigError
 from posttrain.spec import EnvironmentSpec, RunSpec
 from posttrain.toolcalls import call_parts
 

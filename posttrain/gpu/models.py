@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.paths import expand
+from posttrain.core.paths import expand
 from posttrain.runs.layout import RUN_META, check_run_id, read_json
 from posttrain.spec import RunSpec
 

@@ -34,7 +34,7 @@ class SilentReporter(Reporter):
         import sys
         import traceback
 
-        from posttrain.secrets import redact
+        from posttrain.core.secrets import redact
 
         print(
             f"rank {rank()} failed:\n" + redact("".join(traceback.format_exception(exc))),

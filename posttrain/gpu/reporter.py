@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from posttrain.core.sampling import spread
+from posttrain.core.secrets import redact, redact_value
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
@@ -29,8 +31,6 @@ from posttrain.runs.layout import (
     EventWriter,
     write_rows_atomic,
 )
-from posttrain.sampling import spread
-from posttrain.secrets import redact, redact_value
 from posttrain.spec import TraceSpec
 from posttrain.toolcalls import as_text
 
@@ -147,7 +147,7 @@ def one_line_cause(exc: BaseException) -> str:
             "out of GPU memory: lower algorithm.batch_size or max_completion_length, use LoRA, "
             f"or choose a larger GPU ({text[:120]})"
         )
-    from posttrain.errors import PosttrainError
+    from posttrain.core.errors import PosttrainError
 
     if isinstance(exc, PosttrainError):
         return text

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 LossOn = Literal["assistant_turns", "last_turn", "all_tokens"]
 IGNORE = -100  # the label of a token that carries no loss

@@ -37,8 +37,8 @@ from posttrain.catalog import (
     get_preset,
     packaged_weights,
 )
-from posttrain.errors import ConfigError
-from posttrain.paths import expand
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import expand
 from posttrain.rewards.phonetics import cache_dir
 
 Source = Literal["local", "cache", "hub", "embedded", "tiny"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.gpu.callback import ReportingCallback
 from posttrain.gpu.models import Device
 from posttrain.gpu.ranks import rank

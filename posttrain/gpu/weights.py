@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.catalog import get_preset, packaged_weights
-from posttrain.errors import ConfigError
-from posttrain.paths import expand
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import expand
 from posttrain.rewards.phonetics import cache_dir
 
 CONVERT_FORMAT = 3  # bump when the conversion changes, so cached folders are redone

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 R = TypeVar("R")
 

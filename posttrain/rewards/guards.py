@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain.errors import RewardError
+from posttrain.core.errors import RewardError
 from posttrain.rewards.base import Reward, Scores
 from posttrain.rewards.text import completion_text
 

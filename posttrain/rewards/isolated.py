@@ -20,8 +20,8 @@ import tempfile
 import threading
 from typing import Any
 
-from posttrain.errors import RewardError
-from posttrain.secrets import redact
+from posttrain.core.errors import RewardError
+from posttrain.core.secrets import redact
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_MB = 8192  # address space, not resident: a probe child with MiniLM maps ~2.6 GB
@@ -90,7 +90,7 @@ def _content_key(ref: str) -> str:
     """The reward file's content hash (a module reference: its name, as it is installed)."""
     import hashlib
 
-    from posttrain.paths import expand
+    from posttrain.core.paths import expand
     from posttrain.rewards.user import is_file_ref, split_ref
 
     target, _ = split_ref(ref)
@@ -208,7 +208,7 @@ def _read(f: Any, limit: int) -> str:
 
 
 def _main() -> int:
-    from posttrain.errors import PosttrainError
+    from posttrain.core.errors import PosttrainError
     from posttrain.rewards.probes import run_probes
     from posttrain.rewards.registry import get_reward
 

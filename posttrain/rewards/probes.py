@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores, reward_label
 from posttrain.rewards.probe_types import Probe, Row

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import ConfigError
-from posttrain.paths import confine
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import confine
 from posttrain.rewards.base import Reward, build_reward
 from posttrain.rewards.relevance import RelevanceReward
 from posttrain.rewards.rhyme import RhymeReward

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.rewards.base import Reward, Scores, build_reward
 from posttrain.rewards.relevance import RelevanceReward
 from posttrain.rewards.rhyme import RhymeReward

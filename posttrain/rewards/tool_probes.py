@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.rewards.probe_types import Probe, Row
 from posttrain.rewards.tool_call import ToolCallReward, normalise_calls
 from posttrain.toolcalls import Call, call_text, canonical_tools

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posttrain.errors import RewardError
-from posttrain.paths import expand
+from posttrain.core.errors import RewardError
+from posttrain.core.paths import expand
 from posttrain.rewards.base import Reward, Scores
 
 _TRL_ARGS = frozenset(

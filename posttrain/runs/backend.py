@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from posttrain.errors import BackendError
+from posttrain.core.errors import BackendError
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic, write_result
 
 if TYPE_CHECKING:

@@ -57,9 +57,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import ConfigError, NotFoundError
-from posttrain.paths import RUN_ID, home
-from posttrain.secrets import redact, redact_value, secret_values
+from posttrain.core.errors import ConfigError, NotFoundError
+from posttrain.core.paths import RUN_ID, home
+from posttrain.core.secrets import redact, redact_value, secret_values
 
 EVENTS, RUN_META, SPEC, HOLDOUT = "events.jsonl", "run.json", "spec.json", "holdout.jsonl"
 CANCEL_REQUEST, STDOUT, PROCESS = "cancel.request", "stdout.log", "process.json"

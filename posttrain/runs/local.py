@@ -152,7 +152,7 @@ class LocalBackend:
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
         """Copy the run's `folder` (final/: its adapter or weights) to `out`."""
 
-        from posttrain.errors import NotFoundError
+        from posttrain.core.errors import NotFoundError
 
         source = run_dir / folder
         if not source.is_dir():

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.catalog import gpu_prices, parse_gpu
-from posttrain.errors import BackendError
-from posttrain.paths import expand
+from posttrain.core.errors import BackendError
+from posttrain.core.paths import expand
 from posttrain.runs.layout import (
     EVENTS,
     FINAL_STATUSES,

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from posttrain.paths import home
+from posttrain.core.paths import home
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,

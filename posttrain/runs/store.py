@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from posttrain.paths import home
+from posttrain.core.paths import home
 from posttrain.runs.layout import (
     EVENTS,
     FINAL_STATUSES,

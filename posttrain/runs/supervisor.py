@@ -25,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from posttrain.core.secrets import redact, secret_values
 from posttrain.runs import forkserver
 from posttrain.runs.forkserver import ForkedTrainer
 from posttrain.runs.layout import (
@@ -41,7 +42,6 @@ from posttrain.runs.layout import (
     write_result,
 )
 from posttrain.runs.queue import cpu_thread_env, wait_for_slot
-from posttrain.secrets import redact, secret_values
 
 TIMEOUT_GRACE_S = 60.0  # the trainer's time to finish its step and save, past its timeout
 

@@ -25,9 +25,9 @@ from mcp.server.mcpserver import (
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from posttrain.paths import confine_spec_source
+from posttrain.core.paths import confine_spec_source
+from posttrain.core.secrets import mask_log_records
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.secrets import mask_log_records
 from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask, decision_of
 from posttrain.server.calls import RedactResults, call
 from posttrain.server.heartbeat import Heartbeat
@@ -73,7 +73,7 @@ SpecArg = Annotated[
 def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -> MCPServer:
     """The posttrain MCP server over one run context (index, backends, allowed roots)."""
     from posttrain import __version__
-    from posttrain.paths import allowed_roots
+    from posttrain.core.paths import allowed_roots
 
     rc = run_ctx or RunContext()
     roots = roots if roots is not None else allowed_roots()
@@ -194,7 +194,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """
 
         def body() -> RewardCheck:
-            from posttrain.paths import confine
+            from posttrain.core.paths import confine
             from posttrain.rewards.registry import confine_reward
 
             confine_reward(reward, roots)
@@ -243,7 +243,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """
 
         def body() -> EnvironmentCheck:
-            from posttrain.paths import confine
+            from posttrain.core.paths import confine
 
             if data is not None:
                 confine(data, "data file", roots)

@@ -20,8 +20,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData
 from pydantic import BaseModel
 
-from posttrain.errors import PosttrainError
-from posttrain.secrets import redact, redact_value, secret_values
+from posttrain.core.errors import PosttrainError
+from posttrain.core.secrets import redact, redact_value, secret_values
 
 log = logging.getLogger("posttrain.server")
 T = TypeVar("T")

@@ -15,7 +15,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 if TYPE_CHECKING:  # mcp loads where the app is built: a refusal must not wait on it
     from mcp.server.transport_security import TransportSecuritySettings

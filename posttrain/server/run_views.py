@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from posttrain.errors import PosttrainError
+from posttrain.core.errors import PosttrainError
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.run_models import CancelResult, LogPage, RunDetail, RunSummary, TracePage

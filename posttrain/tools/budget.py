@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from posttrain.errors import BudgetError, ConfigError
-from posttrain.paths import home
+from posttrain.core.errors import BudgetError, ConfigError
+from posttrain.core.paths import home
 
 TOKEN_TTL_S = 15 * 60
 SCHEMA = """

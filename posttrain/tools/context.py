@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import NotFoundError
-from posttrain.paths import home
+from posttrain.core.errors import NotFoundError
+from posttrain.core.paths import home
 from posttrain.runs.backend import Backend
 from posttrain.runs.layout import FINAL_STATUSES, check_run_id, has_result, runs_root
 from posttrain.runs.local import LocalBackend

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.core.sampling import spread
 from posttrain.dataset import check_columns, prepare, source_rows
 from posttrain.gpu.sft_text import MARKS
-from posttrain.sampling import spread
 from posttrain.spec import RunSpec, load_spec
 from posttrain.toolcalls import as_text
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.core.errors import ConfigError
 from posttrain.dataset import prepare, read_rows
 from posttrain.environments.child import check_in_child
 from posttrain.environments.scenarios import WHAT
 from posttrain.environments.verdicts import total, verdicts
-from posttrain.errors import ConfigError
 from posttrain.spec import EnvironmentSpec, ModelSpec, RunSpec, load_spec
 from posttrain.toolcalls import canonical_call, tagged_calls
 

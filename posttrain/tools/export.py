@@ -26,12 +26,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import BackendError, ConfigError
+from posttrain.core.errors import BackendError, ConfigError
+from posttrain.core.paths import confine
+from posttrain.core.secrets import redact
 from posttrain.gpu.export import EXPORT_INFO
-from posttrain.paths import confine
 from posttrain.runs import forkserver
 from posttrain.runs.layout import RUN_META, SPEC, read_json
-from posttrain.secrets import redact
 from posttrain.spec import load_spec
 from posttrain.tools.context import Context
 from posttrain.tools.jobs import find_job, start_job

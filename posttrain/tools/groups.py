@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import BackendError, ConfigError
+from posttrain.core.errors import BackendError, ConfigError
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
@@ -235,7 +235,7 @@ def launch_group(
 
 def ask_group(group: GroupPlan, confirmation_token: str | None, ctx: Any) -> str | None:
     """The question for the group, or None when nobody needs asking."""
-    from posttrain.errors import PosttrainError
+    from posttrain.core.errors import PosttrainError
 
     if existing_group(ctx, group):
         return None

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import PosttrainError
+from posttrain.core.errors import PosttrainError
+from posttrain.core.secrets import redact
 from posttrain.runs.layout import read_json, write_json_atomic
-from posttrain.secrets import redact
 from posttrain.tools.jobs import JOB, RESULT, report
 
 log = logging.getLogger("posttrain.job")

@@ -34,8 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import ConfigError, NotFoundError
-from posttrain.paths import home
+from posttrain.core.errors import ConfigError, NotFoundError
+from posttrain.core.paths import home
 from posttrain.runs import forkserver
 from posttrain.runs.layout import process_alive, process_start, read_json, write_json_atomic
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.errors import BackendError, PosttrainError
+from posttrain.core.errors import BackendError, PosttrainError
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.run_lock import LaunchLock
 from posttrain.spec import RunSpec, load_spec

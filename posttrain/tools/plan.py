@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.calibration import fits
 from posttrain.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
-from posttrain.errors import BudgetError, ConfigError
+from posttrain.core.errors import BudgetError, ConfigError
 from posttrain.run_plan import CostEstimate
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.budget import BudgetPolicy, Ledger
@@ -208,7 +208,7 @@ def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
 def _weights_here(name: str) -> str | None:
     """Why the model's weights cannot be loaded on this machine, or None when they can."""
     from posttrain.catalog import get_preset, packaged_weights
-    from posttrain.paths import expand
+    from posttrain.core.paths import expand
 
     preset = get_preset(name)
     if preset is not None and preset.packaged is not None:

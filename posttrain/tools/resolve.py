@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 from posttrain.run_plan import Base, Resume, RunPlan
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec import RunSpec, load_spec

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from posttrain.errors import ConfigError, NotFoundError
+from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import FINAL_STATUSES, SPEC, read_json
 from posttrain.tools import trace_page
 from posttrain.tools.context import Context, is_stalled

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from posttrain.errors import ConfigError
+from posttrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pydantic import ValidationInfo
