@@ -117,7 +117,7 @@ def peak_flops() -> float:
 
 def long_rows(path: Path, n: int, words: int) -> Path:
     """SFT rows whose answers fill the sequence (words of the tiny vocabulary = tokens)."""
-    from posttrain import gym
+    from posttrain.data import gym
 
     vocab = gym.vocabulary()
     with path.open("w") as f:
@@ -263,8 +263,8 @@ def main() -> None:
             "bench/gpu_check.py needs a CUDA GPU; none is visible here (--cpu-dry-run "
             "checks the code paths without one)"
         )
-    from posttrain import gym
     from posttrain.catalog import PRESETS
+    from posttrain.data import gym
     from posttrain.gpu.shapes import random_weight_model_path
     from posttrain.gpu.tiny import tiny_model_path
 

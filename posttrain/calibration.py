@@ -210,7 +210,7 @@ class CpuMeasurement:
     machine: str = CPU_MACHINE
 
 
-# The real demo's spec (posttrain/demo.py), `make demo-real` on a fresh clone on two quiet
+# The real demo's spec (posttrain/data/demo.py), `make demo-real` on a fresh clone on two quiet
 # cores of an AMD EPYC (the trainer at its default 2 threads, activations kept: no gradient
 # checkpointing on the CPU): medians of steady steps from its events.jsonl. The first
 # measurement (run-261202-073417-21f8: a longer system prompt, 1 thread at nice 10 beside the

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from posttrain.cli_common import JsonFlag, console, guarded, untrusted
 from posttrain.core.formatting import num
-from posttrain.demo import (
+from posttrain.data.demo import (
     DEMO_STEPS,
     DEMO_WARMSTART_STEPS,
     REAL_DEMO_STEPS,
@@ -62,7 +62,7 @@ def register_demo(app: typer.Typer) -> None:
             return
         steps = steps or DEMO_STEPS
         warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
-        from posttrain.demo import demo_spec
+        from posttrain.data.demo import demo_spec
 
         started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
         run_id = started.run_id
@@ -162,7 +162,7 @@ def _real_demo(
     """Launch the real-model demo, follow it, evaluate it, and show what changed."""
     from posttrain.cli_lifecycle import _render_eval
     from posttrain.core.paths import home
-    from posttrain.demo import real_demo_spec, write_tool_rows
+    from posttrain.data.demo import real_demo_spec, write_tool_rows
     from posttrain.tools.evaluate import evaluate
 
     spec = real_demo_spec(write_tool_rows(home() / "demo"), steps, warmstart_steps, seed)
@@ -204,7 +204,7 @@ def _real_demo(
     _render_eval(outcome.model_dump(mode="json"))
     console.print(
         f"\nthe base column is the model GRPO started from (SmolLM2 after its {warmstart_steps}-"
-        f"step warm-start); before it, SmolLM2 called no tool in 32 tries (posttrain/demo.py)"
+        f"step warm-start); before it, SmolLM2 called no tool in 32 tries (posttrain/data/demo.py)"
         f"\nnext: posttrain run export {run_id} --out DIR --merged (a folder plain "
         f"transformers loads) | posttrain run trace {run_id} --step last"
     )

@@ -1,7 +1,7 @@
 import pytest
 
 from posttrain.core.errors import ConfigError, NotFoundError
-from posttrain.dataset import read_rows
+from posttrain.data.dataset import read_rows
 
 
 def test_jsonl_csv_and_json_files_read_as_rows(tmp_path):

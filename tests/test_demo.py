@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from posttrain.demo import DEMO_STEPS, demo_spec
+from posttrain.data.demo import DEMO_STEPS, demo_spec
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, sample_traces

@@ -5,12 +5,12 @@ the MCP server and the CLI: test_environments.py.)"""
 import pytest
 
 from posttrain.core.errors import ConfigError
+from posttrain.data.toolcalls import tagged_calls
 from posttrain.environments.calculator import Calculator, rows
 from posttrain.environments.episode import Bounds, play
 from posttrain.environments.loader import load
 from posttrain.environments.scenarios import run_scenarios
 from posttrain.environments.verdicts import verdicts
-from posttrain.toolcalls import tagged_calls
 
 BOUNDS = Bounds(max_turns=3, tool_timeout_s=1.0, max_result_chars=50)
 

@@ -41,7 +41,7 @@ def smol():
 @pytest.fixture(scope="module")
 def calculator(tmp_path_factory):
     """The calculator spec on the shipped tasks, with their rows as the trainer reads them."""
-    from posttrain.dataset import prepare
+    from posttrain.data.dataset import prepare
     from posttrain.environments.calculator import DATA
 
     spec = load_spec(

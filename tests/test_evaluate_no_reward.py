@@ -6,7 +6,7 @@ import json
 import pytest
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare
+from posttrain.data.dataset import prepare
 from posttrain.evals.evaluate import evaluate_run
 from posttrain.spec import load_spec
 from posttrain.tools.plan import plan

@@ -1,7 +1,7 @@
 import itertools
 import statistics
 
-from posttrain import gym
+from posttrain.data import gym
 from posttrain.gpu.tiny import build_model, build_tokenizer
 from posttrain.rewards.phonetics import rhyme_table, rhymes
 from posttrain.rewards.rhyme import RhymeReward

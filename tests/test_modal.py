@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from posttrain import gym
 from posttrain.core.errors import BackendError, BudgetError
+from posttrain.data import gym
 from posttrain.gpu import modal_app
 from posttrain.runs.layout import iter_events
 from posttrain.runs.modal_backend import ModalBackend

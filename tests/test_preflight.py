@@ -5,7 +5,7 @@ import json
 import pytest
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare
+from posttrain.data.dataset import prepare
 from posttrain.gpu.tiny import build_tokenizer
 from posttrain.rewards.registry import get_reward
 from posttrain.spec import load_spec

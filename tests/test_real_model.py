@@ -11,8 +11,8 @@ import pytest
 
 from posttrain.catalog import SMOLLM2_135M, packaged_weights, shape_of
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare
-from posttrain.demo import TOOL_SYSTEM_PROMPT, real_demo_spec, write_tool_rows
+from posttrain.data.dataset import prepare
+from posttrain.data.demo import TOOL_SYSTEM_PROMPT, real_demo_spec, write_tool_rows
 from posttrain.gpu.generate import sample
 from posttrain.gpu.models import resolve_model
 from posttrain.gpu.weights import converted, converted_path, local_folder

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import pytest
 
-from posttrain import tool_gym
+from posttrain.data import tool_gym
 from posttrain.rewards.base import Reward, Scores, column
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.tool_call import normalise_calls

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from posttrain import tool_gym
-from posttrain.dataset import prepare, read_rows
+from posttrain.data import tool_gym
+from posttrain.data.dataset import prepare, read_rows
 from posttrain.gpu import tokenizers
 from posttrain.spec import load_spec
 from posttrain.tools.data import check_dataset

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from posttrain import tool_gym
-from posttrain.dataset import read_rows
+from posttrain.data import tool_gym
+from posttrain.data.dataset import read_rows
 from posttrain.gpu import tokenizers
 from posttrain.rewards.tool_probes import TOOL_PROBES
 from posttrain.tools.reward_check import check_reward

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare
+from posttrain.data.dataset import prepare
+from posttrain.data.toolcalls import as_text, call_text, canonical_messages, canonical_tools
 from posttrain.spec import DatasetSpec
-from posttrain.toolcalls import as_text, call_text, canonical_messages, canonical_tools
 
 WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
 

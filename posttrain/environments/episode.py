@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from posttrain.data.toolcalls import tagged_calls
 from posttrain.environments.loader import Loaded
-from posttrain.toolcalls import tagged_calls
 
 SHOWN_CHARS = 600  # of each result kept in the report (the model sees max_result_chars)
 

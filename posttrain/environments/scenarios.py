@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.data.toolcalls import Call, call_text
 from posttrain.environments.episode import Bounds, Episode, guarded, play
 from posttrain.environments.loader import Loaded, schemas
 from posttrain.rewards.tool_call import normalise_calls
-from posttrain.toolcalls import Call, call_text
 
 HUGE_CHARS = 200_000  # an argument a policy may write: longer than any sane result bound
 FINAL = "That is my final answer."

@@ -1,5 +1,5 @@
 """An episode read back from its messages: the assistant turns, each turn's tool calls (either
-call shape, through posttrain.toolcalls) with the result the model saw, and the final answer.
+call shape, through posttrain.data.toolcalls) with the result the model saw, and the final answer.
 Pure: the trainer's traces, evaluate and the episode reward all read episodes through it.
 
 A completion is what follows the prompt, as TRL keeps it: assistant messages (with
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from posttrain.toolcalls import call_parts, tagged_calls
+from posttrain.data.toolcalls import call_parts, tagged_calls
 
 RESULT_CHARS = 600  # of each tool result kept in a transcript
 ERROR_PREFIXES = ("{'error':", '{"error":')

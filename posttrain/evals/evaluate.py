@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare
+from posttrain.data.dataset import prepare
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
 from posttrain.evals.episodes import (

@@ -135,9 +135,9 @@ def evaluation_pass(
     """Evaluate's generation path on a few held-out rows: the base arm, then the trained arm
     (the adapter attached), each sampled once and scored; kept as traces of the phases
     `eval_base` and `eval_trained`."""
+    from posttrain.data.toolcalls import as_text
     from posttrain.gpu.arms import generate_job
     from posttrain.rewards.guards import score_rows
-    from posttrain.toolcalls import as_text
 
     job = {
         "prompts": [r["prompt"] for r in rows],
@@ -217,8 +217,8 @@ def episode_traces(
     rows: list[dict[str, Any]], records: list[dict[str, Any]], step: int
 ) -> list[dict[str, Any]]:
     """Traces of played episodes (posttrain.gpu.episodes), one per row."""
+    from posttrain.data.toolcalls import as_text
     from posttrain.environments.transcript import episode_line
-    from posttrain.toolcalls import as_text
 
     return [
         {

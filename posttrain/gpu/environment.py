@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.data.toolcalls import call_parts
 from posttrain.environments.bounded import BoundedEnvironment, bounded_class, tool_schemas
 from posttrain.environments.episode import Bounds
 from posttrain.environments.episode_reward import EpisodeReward
 from posttrain.environments.loader import load
 from posttrain.environments.transcript import transcript
 from posttrain.spec import EnvironmentSpec, RunSpec
-from posttrain.toolcalls import call_parts
 
 RENDERED_CHARS = 12_000  # of an episode's rendered text kept in a trace
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from posttrain.data.toolcalls import TOOL_CALL_TAG, tagged_calls
 from posttrain.environments.bounded import BoundedEnvironment, ToolFailed, tool_schemas
 from posttrain.environments.transcript import transcript
 from posttrain.rewards.guards import score_rows
-from posttrain.toolcalls import TOOL_CALL_TAG, tagged_calls
 
 TURN_SEED_STRIDE = 1009  # each turn samples with its own seed, fixed by the pass's seed
 

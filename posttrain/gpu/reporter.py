@@ -22,6 +22,7 @@ from typing import Any
 
 from posttrain.core.sampling import spread
 from posttrain.core.secrets import redact, redact_value
+from posttrain.data.toolcalls import as_text
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
@@ -32,7 +33,6 @@ from posttrain.runs.layout import (
     write_rows_atomic,
 )
 from posttrain.spec import TraceSpec
-from posttrain.toolcalls import as_text
 
 HEARTBEAT_S = 10.0
 ROW = "row"  # the column of a trainer's table that holds each example's index in the rows

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from posttrain.gym import vocabulary
+from posttrain.data.gym import vocabulary
 from posttrain.rewards.phonetics import cache_dir
 
 TINY_FORMAT = 3  # bump when the tokenizer or config changes, so cached builds are redone

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import Prepared, prepare
+from posttrain.data.dataset import Prepared, prepare
 from posttrain.gpu.models import Device, base_model
 from posttrain.gpu.ranks import SilentReporter, leave, rank
 from posttrain.gpu.reporter import (

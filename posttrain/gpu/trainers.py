@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.data.toolcalls import as_text
 from posttrain.gpu.callback import ReportingCallback
 from posttrain.gpu.models import Device
 from posttrain.gpu.ranks import rank
@@ -28,7 +29,6 @@ from posttrain.gpu.trl_cpu import score_only_labelled_positions
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.spec import RunSpec
-from posttrain.toolcalls import as_text
 
 SEQUENCE_OVERFLOW_TOLERANCE = 0.01  # share of SFT rows over max_length dropped, not refused
 TRAINED_TEXT_CHARS = 20_000  # a trace keeps at most this much of a row's training text

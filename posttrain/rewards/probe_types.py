@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from posttrain.toolcalls import Call
+from posttrain.data.toolcalls import Call
 
 # exploit: judged against the honest answers; leak: only matters when prompts hold their
 # references; form: the reference itself in another form, judged only against honest answers

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from posttrain.data.toolcalls import TOOL_CALL_TAG, Call, call_parts, loads_json
 from posttrain.rewards.base import Reward, Scores, column
 from posttrain.rewards.text import strip_thinking
-from posttrain.toolcalls import TOOL_CALL_TAG, Call, call_parts, loads_json
 
 
 def normalise_call(call: Any) -> Call | None:

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.data.toolcalls import Call, call_text, canonical_tools
 from posttrain.rewards.probe_types import Probe, Row
 from posttrain.rewards.tool_call import ToolCallReward, normalise_calls
-from posttrain.toolcalls import Call, call_text, canonical_tools
 
 INVENTED = ("note", "added by the model")  # an argument no schema asks for
 WRONG_TEXT = "Atlantis"  # a value of the right type that no row expects

@@ -13,10 +13,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.sampling import spread
-from posttrain.dataset import check_columns, prepare, source_rows
+from posttrain.data.dataset import check_columns, prepare, source_rows
+from posttrain.data.toolcalls import as_text
 from posttrain.gpu.sft_text import MARKS
 from posttrain.spec import RunSpec, load_spec
-from posttrain.toolcalls import as_text
 
 SAMPLES = 3
 MAX_PROBLEMS = 20

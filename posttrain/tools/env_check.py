@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare, read_rows
+from posttrain.data.dataset import prepare, read_rows
+from posttrain.data.toolcalls import canonical_call, tagged_calls
 from posttrain.environments.child import check_in_child
 from posttrain.environments.scenarios import WHAT
 from posttrain.environments.verdicts import total, verdicts
 from posttrain.spec import EnvironmentSpec, ModelSpec, RunSpec, load_spec
-from posttrain.toolcalls import canonical_call, tagged_calls
 
 DEFAULT_MODEL = "Qwen3-0.6B"  # whose template renders a bare environment's tools
 RENDERED_CHARS = 8000

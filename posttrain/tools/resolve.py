@@ -106,7 +106,7 @@ def reward_columns(name: str, params: dict[str, Any]) -> list[str]:
 def check_data(spec: RunSpec) -> list[str]:
     """Before anything starts: the data exists and has every column the spec and reward use.
     Returns the reward's columns."""
-    from posttrain.dataset import check_columns, peek_rows
+    from posttrain.data.dataset import check_columns, peek_rows
 
     columns = reward_columns(spec.reward.name, spec.reward.params) if spec.reward else []
     rows = peek_rows(spec.dataset)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
-from posttrain.dataset import prepare, read_rows
+from posttrain.data.dataset import prepare, read_rows
 from posttrain.rewards.isolated import probe_in_subprocess
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.registry import REWARDS, get_reward

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.core.paths import expand
-from posttrain.toolcalls import call_parts, call_text, canonical_messages, canonical_tools
+from posttrain.data.toolcalls import call_parts, call_text, canonical_messages, canonical_tools
 
 if TYPE_CHECKING:
     from posttrain.spec import DatasetSpec
@@ -92,7 +92,7 @@ class Prepared:
 def source_rows(ds: DatasetSpec) -> list[dict[str, Any]]:
     """The raw rows a dataset spec names (before filters, n_rows and the holdout split)."""
     if ds.builtin == "rhyme-gym":
-        from posttrain import gym
+        from posttrain.data import gym
 
         return gym.rows(ds.n_rows or GYM_ROWS)
     if ds.path:
@@ -159,7 +159,7 @@ def peek_rows(ds: DatasetSpec, n: int = 5) -> list[dict[str, Any]] | None:
     """A few raw rows, read cheaply on the launching machine; None for hub datasets (they are
     read where the trainer runs)."""
     if ds.builtin == "rhyme-gym":
-        from posttrain import gym
+        from posttrain.data import gym
 
         return gym.rows(n)
     if ds.path:

@@ -12,7 +12,7 @@ A seeded generator of the rows the tool-calling path must carry untouched into t
 - an `expected` column: the expected call as a dict, or, after a tool reply, the final
   answer as text (a reference column of mixed JSON values).
 
-`python -m posttrain.tool_gym FOLDER [N]` writes `tool_chats.jsonl` and `tool_sft.yaml` (the
+`python -m posttrain.data.tool_gym FOLDER [N]` writes `tool_chats.jsonl` and `tool_sft.yaml` (the
 spec as a user writes it) there; tests use `rows()` and `write()` directly.
 """
 

@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from posttrain import gym
+from posttrain.data import gym
 
 # GRPO at 1e-3, decaying linearly to 0 over the run, finds the rhymes by step 100-150 and keeps
 # them. Measured 2026-12-02 on an AMD EPYC, the reward below, 4 seeds at 1 thread each: mean
