@@ -32,7 +32,7 @@ def main() -> int:
     from trl.trainer.utils import add_fused_lm_head
 
     from posttrain.gpu.trl_cpu import score_only_labelled_positions
-    from posttrain.standin_shape import QWEN_VOCAB_ROWS, STAND_IN_ARCH
+    from posttrain.models.standin_shape import QWEN_VOCAB_ROWS, STAND_IN_ARCH
 
     torch.set_num_threads(int(os.environ.get("POSTTRAIN_CPU_THREADS") or 1))
     torch.manual_seed(0)

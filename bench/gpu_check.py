@@ -104,7 +104,7 @@ CLOCK = StepClock()
 def peak_flops() -> float:
     import torch
 
-    from posttrain.catalog import GPU_PERF
+    from posttrain.models.catalog import GPU_PERF
 
     if not torch.cuda.is_available():
         return 1e12  # the CPU dry run: MFU is not meaningful there
@@ -263,10 +263,10 @@ def main() -> None:
             "bench/gpu_check.py needs a CUDA GPU; none is visible here (--cpu-dry-run "
             "checks the code paths without one)"
         )
-    from posttrain.catalog import PRESETS
     from posttrain.data import gym
     from posttrain.gpu.shapes import random_weight_model_path
     from posttrain.gpu.tiny import tiny_model_path
+    from posttrain.models.catalog import PRESETS
 
     def shape(name: str) -> tuple[object, Path, dict]:
         if dry:

@@ -29,7 +29,6 @@ from pydantic import (
 )
 
 from posttrain import spec_bounds
-from posttrain.catalog import PRESETS, family_of, get_preset, parse_gpu
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import (
     HF_REPO_ID,
@@ -40,9 +39,10 @@ from posttrain.core.paths import (
     is_file,
 )
 from posttrain.environments.refs import check_target, split_class_ref, split_tools_ref
+from posttrain.models.catalog import PRESETS, family_of, get_preset, parse_gpu
+from posttrain.models.standin_shape import stand_in_for
 from posttrain.spec_bounds import check_template_kwargs, template_columns
 from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
-from posttrain.standin_shape import stand_in_for
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000

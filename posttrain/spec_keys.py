@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any
 
-from posttrain.catalog import get_preset
+from posttrain.models.catalog import get_preset
 
 
 def gpu_of(spec: dict[str, Any]) -> str:

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from posttrain.calibration import fits
-from posttrain.catalog import PRESETS, gpu_prices, parse_gpu
 from posttrain.core.errors import ConfigError
+from posttrain.models.calibration import fits
+from posttrain.models.catalog import PRESETS, gpu_prices, parse_gpu
 
 
 @pytest.mark.parametrize("name", ["Qwen3-0.6B", "Qwen3-8B", "Qwen2.5-0.5B-Instruct"])

@@ -13,8 +13,8 @@ import time
 import pytest
 from mcp import Client
 
-from posttrain.calibration import MEASUREMENTS, fitted
 from posttrain.core.errors import BackendError
+from posttrain.models.calibration import MEASUREMENTS, fitted
 from posttrain.runs.modal_backend import ModalBackend
 from posttrain.server.app import build_server
 from posttrain.tools.context import Context

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.catalog import SMOLLM2_135M, packaged_weights, shape_of
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
 from posttrain.data.demo import TOOL_SYSTEM_PROMPT, real_demo_spec, write_tool_rows
 from posttrain.gpu.generate import sample
 from posttrain.gpu.models import resolve_model
 from posttrain.gpu.weights import converted, converted_path, local_folder
+from posttrain.models.catalog import SMOLLM2_135M, packaged_weights, shape_of
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.registry import get_reward
 from posttrain.spec import load_spec
@@ -90,7 +90,7 @@ def test_a_gguf_path_resolves_to_the_same_conversion_and_its_shape_is_read(smoll
     assert shape is not None and shape.n_params == SMOLLM2_135M.n_params
     assert shape_of(str(smollm2)).n_params == SMOLLM2_135M.n_params
 
-    from posttrain.catalog import _gguf_shape
+    from posttrain.models.catalog import _gguf_shape
 
     parsed = _gguf_shape.cache_info().misses
     plan(local_spec(str(gguf)))  # asks for the shape several times; the file is read once

@@ -38,7 +38,7 @@ def test_grpo_scores_only_the_completion_on_the_cpu_and_gets_the_same_numbers(mo
     from trl.trainer.utils import add_fused_lm_head
 
     from posttrain.gpu.trl_cpu import score_only_labelled_positions
-    from posttrain.standin_shape import STAND_IN_ARCH
+    from posttrain.models.standin_shape import STAND_IN_ARCH
 
     torch.manual_seed(0)
     # The dry run's stand-in, with a smaller vocabulary.

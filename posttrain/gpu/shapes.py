@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from posttrain.catalog import Preset
+from posttrain.models.catalog import Preset
 from posttrain.rewards.phonetics import cache_dir
 
 SHAPES_FORMAT = 2  # 2: the real tokenizer

@@ -20,8 +20,8 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from posttrain.models.standin_shape import MOE_ARCH, STAND_IN_ARCH, StandIn, stand_in_for
 from posttrain.rewards.phonetics import cache_dir
-from posttrain.standin_shape import MOE_ARCH, STAND_IN_ARCH, StandIn, stand_in_for
 
 STAND_IN_FORMAT = 1  # bump when STAND_IN_ARCH or MOE_ARCH change, so cached stand-ins are rebuilt
 

@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from posttrain.catalog import (
+from posttrain.core.errors import ConfigError
+from posttrain.core.paths import expand
+from posttrain.models.catalog import (
     STAND_IN_FAMILIES,
     Family,
     family_of,
     get_preset,
     packaged_weights,
 )
-from posttrain.core.errors import ConfigError
-from posttrain.core.paths import expand
 from posttrain.rewards.phonetics import cache_dir
 
 Source = Literal["local", "cache", "hub", "embedded", "tiny"]

@@ -33,9 +33,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from posttrain.catalog import get_preset, packaged_weights
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import expand
+from posttrain.models.catalog import get_preset, packaged_weights
 from posttrain.rewards.phonetics import cache_dir
 
 CONVERT_FORMAT = 3  # bump when the conversion changes, so cached folders are redone

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from posttrain.catalog import gpu_prices, parse_gpu
 from posttrain.core.errors import BackendError
 from posttrain.core.paths import expand
+from posttrain.models.catalog import gpu_prices, parse_gpu
 from posttrain.runs.layout import (
     EVENTS,
     FINAL_STATUSES,

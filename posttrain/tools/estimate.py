@@ -1,5 +1,5 @@
 """How long a run will take, from what was measured: finished runs of the same shape first,
-else the step model fitted to the calibration table (posttrain/calibration.py).
+else the step model fitted to the calibration table (posttrain/models/calibration.py).
 
 Measured accuracy (`python -m pytest tests/test_estimate.py -k anchors`): at the two shapes
 measured on an H200 the model reproduces the measurement by construction (GRPO Qwen3-0.6B,
@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from posttrain.calibration import (
+from posttrain.models.calibration import (
     CPU_MACHINE,
     MEASUREMENTS,
     STEP_OVERHEAD_S,
@@ -27,7 +27,7 @@ from posttrain.calibration import (
     fitted,
     training_s,
 )
-from posttrain.catalog import GPU_PERF, get_preset, parse_gpu, shape_of
+from posttrain.models.catalog import GPU_PERF, get_preset, parse_gpu, shape_of
 from posttrain.spec import RunSpec
 
 STARTUP_S = 180.0  # Modal container start, image pull and weights download, measured coarsely
@@ -206,7 +206,8 @@ def _cpu_estimate(spec: RunSpec) -> StepEstimate:
         startup_s=LOCAL_STARTUP_S["real"],
         warm_step_s=_cpu_step(spec, "sft", warm.batch_size) if warm else 0.0,
         basis=f"{shape.n_params / 1e6:,.0f}M parameters on this machine's CPU ({CPU_MACHINE}), "
-        f"at the rates fitted to measured runs (posttrain/calibration.py); uncertainty {why}. "
+        "at the rates fitted to measured runs (posttrain/models/calibration.py); "
+        f"uncertainty {why}. "
         f"This machine's own runs of this shape replace it once one has finished",
     )
 

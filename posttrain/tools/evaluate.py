@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from posttrain.catalog import gpu_prices
 from posttrain.core.errors import ConfigError
 from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
+from posttrain.models.catalog import gpu_prices
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger

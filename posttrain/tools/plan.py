@@ -1,7 +1,7 @@
 """plan: validate a spec, resolve its defaults, and estimate what it will cost.
 
 The time comes from `tools/estimate.py`: this shape's finished runs when there are any, else
-the step model calibrated on measured GPU figures (posttrain/calibration.py). Each estimate
+the step model calibrated on measured GPU figures (posttrain/models/calibration.py). Each estimate
 states its basis and its uncertainty; the upper estimate is checked against the timeout,
 and the worst case (the whole timeout) is what the budget caps are checked against.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.calibration import fits
-from posttrain.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.core.errors import BudgetError, ConfigError
+from posttrain.models.calibration import fits
+from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.run_plan import CostEstimate
 from posttrain.spec import RunSpec, load_spec
 from posttrain.tools.budget import BudgetPolicy, Ledger
@@ -207,8 +207,8 @@ def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
 
 def _weights_here(name: str) -> str | None:
     """Why the model's weights cannot be loaded on this machine, or None when they can."""
-    from posttrain.catalog import get_preset, packaged_weights
     from posttrain.core.paths import expand
+    from posttrain.models.catalog import get_preset, packaged_weights
 
     preset = get_preset(name)
     if preset is not None and preset.packaged is not None:

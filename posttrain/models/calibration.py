@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Literal
 
-from posttrain.catalog import (
+from posttrain.models.catalog import (
     GPU_MEMORY_GB,
     Preset,
     get_preset,

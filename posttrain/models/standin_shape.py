@@ -10,9 +10,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from posttrain.catalog import QWEN3, STAND_IN_FAMILIES, family_of, get_preset, size_b
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import expand
+from posttrain.models.catalog import QWEN3, STAND_IN_FAMILIES, family_of, get_preset, size_b
 
 STAND_IN_ARCH = {
     "hidden_size": 64,

@@ -291,7 +291,7 @@ def memory_estimate_gb(
     layer at a time is recomputed whole (~34 bytes x batch x sequence x hidden, no attention
     matrix with SDPA). GRPO's generation holds a KV cache. TRL computes log-probabilities in
     chunks, so the logits are not counted. On top: torch's caching allocator, a factor
-    fitted to the measured SFT peak (posttrain/calibration.py; `calibration.fits` passes it).
+    fitted to the measured SFT peak (posttrain/models/calibration.py; `calibration.fits` passes it).
     """
     sequence = prompt_tokens + completion_tokens
     tokens = batch * sequence
