@@ -156,7 +156,7 @@ def measure(label: str, run, timer: GenerationTimer, params: int, steps: int) ->
 def posttrain_run(spec: dict, root: Path):
     from posttrain.gpu.train import train
     from posttrain.runs.layout import iter_events
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
 
     def run():
         run_dir = root / f"run-gpucheck-{int(time.time() * 1000) % 10**8}"

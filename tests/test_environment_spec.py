@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posttrain.core.errors import ConfigError
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 
 
 @pytest.mark.parametrize(

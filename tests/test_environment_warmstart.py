@@ -14,7 +14,7 @@ from posttrain.gpu import tokenizers
 from posttrain.gpu.environment import check_template, demo_episodes
 from posttrain.gpu.sft_text import SftRenderer
 from posttrain.gpu.weights import TOOL_TEMPLATE_MARK, tool_template
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 
 SMOL = "SmolLM2-135M-Instruct"
 SYSTEM = "You solve arithmetic word problems with the calculator tools."

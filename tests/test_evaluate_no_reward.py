@@ -8,7 +8,7 @@ import pytest
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
 from posttrain.evals.evaluate import evaluate_run
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.plan import plan
 
 SPEC = {

@@ -13,7 +13,7 @@ from mcp import Client
 
 from posttrain.core.errors import ConfigError, PosttrainError
 from posttrain.server.app import build_server
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.context import Context
 from tests.doubles import PaidBackendDouble
 from tests.schema_strategy import from_schema

@@ -20,8 +20,8 @@ from mcp import Client
 from posttrain.core.errors import ConfigError
 from posttrain.runs.layout import EventWriter, check_run_id, write_json_atomic
 from posttrain.server.app import build_server
-from posttrain.spec import load_spec
-from posttrain.spec_bounds import MAX_DEPTH, template_columns
+from posttrain.spec.bounds import MAX_DEPTH, template_columns
+from posttrain.spec.schema import load_spec
 from posttrain.tools.runs import MAX_TRACE_CHARS, MAX_TRACE_STEPS
 
 MODES = ("legacy", "2026-07-28")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from posttrain.runs.layout import RUN_META, SPEC, iter_events, write_json_atomic
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.launch import launch
 from tests.conftest import kill_leftover_runs, wait_finished
 from tests.specs import tiny

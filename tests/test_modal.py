@@ -66,7 +66,7 @@ def shape(run_dir: Path) -> dict:
 
 
 def test_the_modal_function_body_produces_the_local_run_directory(volume, home):
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
 
     status = modal_app.train_run.local("run-modal-00001", load_spec(TINY).to_json())
     assert status == "succeeded"
@@ -277,7 +277,7 @@ def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home,
     import subprocess
     import sys
 
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
     from posttrain.tools.resolve import resolve
 
     (tmp_path / "first_slow.py").write_text(FIRST_SLOW)

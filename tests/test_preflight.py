@@ -8,7 +8,7 @@ from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
 from posttrain.gpu.tiny import build_tokenizer
 from posttrain.rewards.registry import get_reward
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 
 
 def preflight(*args):

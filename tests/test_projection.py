@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posttrain.runs.store import Store
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.plan import plan
 from posttrain.tools.progress import project
 from tests.specs import tiny

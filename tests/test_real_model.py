@@ -18,7 +18,7 @@ from posttrain.gpu.weights import converted, converted_path, local_folder
 from posttrain.models.catalog import SMOLLM2_135M, packaged_weights, shape_of
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.registry import get_reward
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.data import check_dataset
 from posttrain.tools.export import export_run
 from posttrain.tools.launch import launch

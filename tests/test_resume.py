@@ -21,7 +21,7 @@ from posttrain.runs.layout import (
     iter_events,
     write_json_atomic,
 )
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.context import Context
 from posttrain.tools.resolve import resolve
 
@@ -284,7 +284,7 @@ def test_a_checkpoint_cut_off_mid_save_is_never_resumed_from(tmp_path):
     """A container killed while saving leaves checkpoint-N without trainer_state.json (the
     Trainer writes it last); the retry resumes from the last complete one, or from scratch."""
     from posttrain.gpu.train import resume_point
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
 
     run_dir = tmp_path / "run-cut-0001"
     (run_dir / "checkpoints" / "checkpoint-2").mkdir(parents=True)

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from posttrain.core.errors import ConfigError
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 
 GOOD = {"model": "tiny-local", "dataset": {"builtin": "rhyme-gym"}, "algorithm": {"steps": 5}}
 

@@ -11,7 +11,7 @@ import pytest
 from posttrain.data import tool_gym
 from posttrain.data.dataset import prepare, read_rows
 from posttrain.gpu import tokenizers
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.data import check_dataset
 
 pytestmark = pytest.mark.slow

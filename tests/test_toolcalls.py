@@ -8,7 +8,7 @@ import pytest
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
 from posttrain.data.toolcalls import as_text, call_text, canonical_messages, canonical_tools
-from posttrain.spec import DatasetSpec
+from posttrain.spec.schema import DatasetSpec
 
 WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
 

@@ -16,7 +16,7 @@ from posttrain.core.paths import expand
 from posttrain.data.toolcalls import call_parts, call_text, canonical_messages, canonical_tools
 
 if TYPE_CHECKING:
-    from posttrain.spec import DatasetSpec
+    from posttrain.spec.schema import DatasetSpec
 
 FORMATS = (".jsonl", ".json", ".parquet", ".csv")
 

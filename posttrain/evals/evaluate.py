@@ -44,7 +44,7 @@ from posttrain.rewards.isolated import score_in_subprocess
 from posttrain.rewards.registry import get_reward
 from posttrain.rewards.user import UserReward
 from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 
 EXAMPLES = 3
 

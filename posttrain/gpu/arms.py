@@ -27,7 +27,7 @@ def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
 
     from posttrain.gpu.models import Device, load_tokenizer, start_model
     from posttrain.runs.layout import SPEC
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
 
     run_dir = Path(run_dir)
     spec = load_spec(run_dir / SPEC)
@@ -114,7 +114,7 @@ def _episode_player(run_dir: Any, tokenizer: Any, job: dict[str, Any]) -> Any:
     """For a run trained in an environment: `play(model, seed) -> [task][k] episodes`
     (posttrain.gpu.episodes), scored by get_reward and the spec's reward; else None."""
     from posttrain.runs.layout import SPEC
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
 
     spec = load_spec(run_dir / SPEC)
     if spec.environment is None:

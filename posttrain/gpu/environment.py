@@ -26,7 +26,7 @@ from posttrain.environments.episode import Bounds
 from posttrain.environments.episode_reward import EpisodeReward
 from posttrain.environments.loader import load
 from posttrain.environments.transcript import transcript
-from posttrain.spec import EnvironmentSpec, RunSpec
+from posttrain.spec.schema import EnvironmentSpec, RunSpec
 
 RENDERED_CHARS = 12_000  # of an episode's rendered text kept in a trace
 

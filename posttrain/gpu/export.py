@@ -23,7 +23,7 @@ def merged_model(run_dir: Path) -> tuple[Any, str, bool]:
 
     from posttrain.gpu.models import start_model
     from posttrain.runs.layout import SPEC
-    from posttrain.spec import load_spec
+    from posttrain.spec.schema import load_spec
 
     final = run_dir / "final"
     if not (final / "adapter_config.json").is_file():

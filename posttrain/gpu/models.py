@@ -12,7 +12,7 @@ from typing import Any
 
 from posttrain.core.paths import expand
 from posttrain.runs.layout import RUN_META, check_run_id, read_json
-from posttrain.spec import RunSpec
+from posttrain.spec.schema import RunSpec
 
 
 @dataclass

@@ -32,7 +32,7 @@ from posttrain.runs.layout import (
     EventWriter,
     write_rows_atomic,
 )
-from posttrain.spec import TraceSpec
+from posttrain.spec.schema import TraceSpec
 
 HEARTBEAT_S = 10.0
 ROW = "row"  # the column of a trainer's table that holds each example's index in the rows

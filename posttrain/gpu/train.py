@@ -44,7 +44,7 @@ from posttrain.runs.layout import (
     read_json,
     write_rows_atomic,
 )
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec.schema import RunSpec, load_spec
 
 PROMPT_OVERFLOW_TOLERANCE = 0.01  # share of prompts over the limit that are dropped, not refused
 

@@ -28,7 +28,7 @@ from posttrain.gpu.reporter import (
 from posttrain.gpu.trl_cpu import score_only_labelled_positions
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
-from posttrain.spec import RunSpec
+from posttrain.spec.schema import RunSpec
 
 SEQUENCE_OVERFLOW_TOLERANCE = 0.01  # share of SFT rows over max_length dropped, not refused
 TRAINED_TEXT_CHARS = 20_000  # a trace keeps at most this much of a row's training text

@@ -26,7 +26,7 @@ from posttrain.core.errors import BackendError
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic, write_result
 
 if TYPE_CHECKING:
-    from posttrain.run_plan import RunPlan
+    from posttrain.spec.run_plan import RunPlan
 
 
 class Backend(Protocol):

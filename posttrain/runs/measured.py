@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.runs.layout import SPEC, read_json
-from posttrain.spec_keys import shape_key
+from posttrain.spec.keys import shape_key
 
 
 def record(db: sqlite3.Connection, s: dict[str, Any], run_dir: Path) -> None:

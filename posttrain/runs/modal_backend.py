@@ -39,7 +39,7 @@ from posttrain.runs.layout import (
 )
 from posttrain.runs.queue import SUBMIT_GRACE_S
 from posttrain.runs.run_lock import judging
-from posttrain.spec import RunSpec
+from posttrain.spec.schema import RunSpec
 
 APP_NAME, TRAIN_FUNCTION, GENERATE_FUNCTION = "posttrain", "train_run", "generate"
 RUNS_VOLUME, RUNS_MOUNT = "posttrain-runs", "/runs"

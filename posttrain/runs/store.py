@@ -32,7 +32,7 @@ from posttrain.runs.layout import (
 )
 from posttrain.runs.measured import record
 from posttrain.runs.queries import Queries
-from posttrain.spec_keys import dry_run_key
+from posttrain.spec.keys import dry_run_key
 
 # 2: dry runs, rendered prompts, measured step times; 3: run groups; 4: SFT training text
 SCHEMA_VERSION = 5  # 5: traces keep an environment run's whole episode

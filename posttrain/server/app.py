@@ -35,7 +35,7 @@ from posttrain.server.job_views import register_job_views
 from posttrain.server.progress import LogLevels
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
 from posttrain.server.summaries import SummariseText
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset

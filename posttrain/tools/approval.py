@@ -18,7 +18,7 @@ from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.plan import price_text
 
 if TYPE_CHECKING:
-    from posttrain.run_plan import RunPlan
+    from posttrain.spec.run_plan import RunPlan
 
 Decision = Literal["approved", "declined"] | None  # None: no human could be asked
 EXPLICIT_KEY_TTL_S = 24 * 3600

@@ -16,7 +16,7 @@ from posttrain.core.sampling import spread
 from posttrain.data.dataset import check_columns, prepare, source_rows
 from posttrain.data.toolcalls import as_text
 from posttrain.gpu.sft_text import MARKS
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec.schema import RunSpec, load_spec
 
 SAMPLES = 3
 MAX_PROBLEMS = 20

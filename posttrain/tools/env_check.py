@@ -21,7 +21,7 @@ from posttrain.data.toolcalls import canonical_call, tagged_calls
 from posttrain.environments.child import check_in_child
 from posttrain.environments.scenarios import WHAT
 from posttrain.environments.verdicts import total, verdicts
-from posttrain.spec import EnvironmentSpec, ModelSpec, RunSpec, load_spec
+from posttrain.spec.schema import EnvironmentSpec, ModelSpec, RunSpec, load_spec
 
 DEFAULT_MODEL = "Qwen3-0.6B"  # whose template renders a bare environment's tools
 RENDERED_CHARS = 8000

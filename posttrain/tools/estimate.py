@@ -28,7 +28,7 @@ from posttrain.models.calibration import (
     training_s,
 )
 from posttrain.models.catalog import GPU_PERF, get_preset, parse_gpu, shape_of
-from posttrain.spec import RunSpec
+from posttrain.spec.schema import RunSpec
 
 STARTUP_S = 180.0  # Modal container start, image pull and weights download, measured coarsely
 PROMPT_TOKENS_GUESS = 128  # prompts are usually far shorter than max_prompt_length

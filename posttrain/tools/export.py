@@ -32,7 +32,7 @@ from posttrain.core.secrets import redact
 from posttrain.gpu.export import EXPORT_INFO
 from posttrain.runs import forkserver
 from posttrain.runs.layout import RUN_META, SPEC, read_json
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 from posttrain.tools.context import Context
 from posttrain.tools.jobs import find_job, start_job
 

@@ -19,7 +19,7 @@ from posttrain.core.errors import BackendError, ConfigError
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
-from posttrain.spec import MAX_NAME, RunSpec, load_spec
+from posttrain.spec.schema import MAX_NAME, RunSpec, load_spec
 from posttrain.tools.approval import Decision, decide, needs_asking, still_counts, unapproved
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.launch_steps import create_run, ready_backend

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import BackendError, PosttrainError
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.run_lock import LaunchLock
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.approval import (
     Decision,
     decide,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 
 from posttrain.core.errors import BackendError, ConfigError
-from posttrain.run_plan import RunPlan
 from posttrain.runs.backend import Backend
 from posttrain.runs.layout import RUN_META, SPEC, new_run_id, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
+from posttrain.spec.run_plan import RunPlan
 from posttrain.tools.context import Context
 
 

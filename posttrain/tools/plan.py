@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import BudgetError, ConfigError
 from posttrain.models.calibration import fits
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
-from posttrain.run_plan import CostEstimate
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec.run_plan import CostEstimate
+from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import ConfigError
-from posttrain.run_plan import Base, Resume, RunPlan
 from posttrain.runs.layout import RUN_META, read_json
-from posttrain.spec import RunSpec, load_spec
+from posttrain.spec.run_plan import Base, Resume, RunPlan
+from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.plan import estimate, refuse_local_weights
 
 

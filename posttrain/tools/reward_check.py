@@ -15,7 +15,7 @@ from posttrain.data.dataset import prepare, read_rows
 from posttrain.rewards.isolated import probe_in_subprocess
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.registry import REWARDS, get_reward
-from posttrain.spec import load_spec
+from posttrain.spec.schema import load_spec
 
 
 class ProbeOut(BaseModel):

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.spec import RunSpec
+from posttrain.spec.schema import RunSpec
 
 
 class CostEstimate(BaseModel):

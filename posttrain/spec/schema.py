@@ -28,7 +28,6 @@ from pydantic import (
     model_validator,
 )
 
-from posttrain import spec_bounds
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import (
     HF_REPO_ID,
@@ -41,8 +40,9 @@ from posttrain.core.paths import (
 from posttrain.environments.refs import check_target, split_class_ref, split_tools_ref
 from posttrain.models.catalog import PRESETS, family_of, get_preset, parse_gpu
 from posttrain.models.standin_shape import stand_in_for
-from posttrain.spec_bounds import check_template_kwargs, template_columns
-from posttrain.spec_keys import dry_run_key, gpu_of, shape_key
+from posttrain.spec import bounds as spec_bounds
+from posttrain.spec.bounds import check_template_kwargs, template_columns
+from posttrain.spec.keys import dry_run_key, gpu_of, shape_key
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
@@ -512,7 +512,7 @@ def load_spec(
     try:
         return RunSpec.model_validate(data, context={"roots": roots})
     except ValidationError as exc:
-        from posttrain.spec_errors import explain
+        from posttrain.spec.messages import explain
 
         raise ConfigError(explain(exc, RunSpec)) from None
     except ConfigError as exc:  # raised inside a validator (reward params)
