@@ -4,7 +4,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from posttrain.cli import app
+from posttrain.cli.app import app
 from tests.conftest import EXAMPLES
 
 runner = CliRunner()

@@ -8,7 +8,7 @@ import json
 import pytest
 from mcp import Client
 
-from posttrain.cli import app
+from posttrain.cli.app import app
 from posttrain.core.errors import ConfigError
 from posttrain.server.app import build_server
 from posttrain.tools.export import export_run

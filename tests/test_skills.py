@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 from mcp import Client
 
-from posttrain.cli import app
+from posttrain.cli.app import app
+from posttrain.cli.skills import install, skills_source
 from posttrain.server.app import build_server
-from posttrain.skills import install, skills_source
 
 COMMAND = re.compile(r"`(posttrain(?: [a-z][a-z-]*)+)")
 TOOL = re.compile(r"`([a-z_]+)\(\)`")

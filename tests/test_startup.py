@@ -18,7 +18,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "startup.py"
 
 IMPORT_EVERYTHING_THE_SERVER_DOES = """
 import importlib, json, pkgutil, sys
-import posttrain.cli, posttrain.server.app, posttrain.tools
+import posttrain.cli.app, posttrain.server.app, posttrain.tools
 for info in pkgutil.iter_modules(posttrain.tools.__path__):
     importlib.import_module("posttrain.tools." + info.name)
 posttrain.server.app.build_server()

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from posttrain.cli_common import (
+from posttrain.cli.common import (
     EXIT_NEEDS_APPROVAL,
     JsonFlag,
     ask_human,
@@ -20,10 +20,10 @@ from posttrain.cli_common import (
     guarded,
     untrusted,
 )
+from posttrain.cli.termplot import chart
 from posttrain.core.errors import ConfigError
 from posttrain.core.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.termplot import chart
 
 DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])\Z")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from posttrain.cli_common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
-from posttrain.cli_demo import register_demo
-from posttrain.cli_lifecycle import register as register_lifecycle
-from posttrain.cli_runs import register
+from posttrain.cli.common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
+from posttrain.cli.demo import register_demo
+from posttrain.cli.lifecycle import register as register_lifecycle
+from posttrain.cli.runs import register
 from posttrain.core.errors import ConfigError
 
 app = typer.Typer(
@@ -182,7 +182,7 @@ RENDERED_SHOWN = 3000  # characters of the rendered episode in the terminal (JSO
 
 
 def _render_env_report(report: dict[str, Any]) -> None:
-    from posttrain.cli_common import untrusted
+    from posttrain.cli.common import untrusted
 
     b = report["bounds"]
     console.print(

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from posttrain.cli_common import JsonFlag, console, guarded, untrusted
+from posttrain.cli.common import JsonFlag, console, guarded, untrusted
+from posttrain.cli.termplot import chart, sparkline
 from posttrain.core.formatting import num
 from posttrain.data.demo import (
     DEMO_STEPS,
@@ -22,7 +23,6 @@ from posttrain.data.demo import (
     REAL_DEMO_WARMSTART_STEPS,
 )
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.termplot import chart, sparkline
 
 
 def register_demo(app: typer.Typer) -> None:
@@ -160,7 +160,7 @@ def _real_demo(
     tools: Any, launch: Any, steps: int, warmstart_steps: int, seed: int, as_json: bool
 ) -> None:
     """Launch the real-model demo, follow it, evaluate it, and show what changed."""
-    from posttrain.cli_lifecycle import _render_eval
+    from posttrain.cli.lifecycle import _render_eval
     from posttrain.core.paths import home
     from posttrain.data.demo import real_demo_spec, write_tool_rows
     from posttrain.tools.evaluate import evaluate

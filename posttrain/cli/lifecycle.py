@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from posttrain.cli_common import (
+from posttrain.cli.common import (
     EXIT_NEEDS_APPROVAL,
     EXIT_USAGE,
     JsonFlag,
@@ -20,7 +20,7 @@ from posttrain.cli_common import (
     fail,
     guarded,
 )
-from posttrain.cli_runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
+from posttrain.cli.runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
 
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
 
@@ -257,7 +257,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonFlag = False,
     ) -> None:
         """Copy the skills into PROJECT/.claude/skills and PROJECT/.agents/skills."""
-        from posttrain.skills import install
+        from posttrain.cli.skills import install
 
         written = guarded(lambda: install(project_dir))
         emit(

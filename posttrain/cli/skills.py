@@ -12,7 +12,7 @@ TARGETS = (".claude/skills", ".agents/skills")
 
 def skills_source() -> Path:
     """The skills/ folder of this checkout (installed editable, as `make setup` does)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the package's root, above cli/
     for candidate in (here.parent / "skills", here / "skills"):
         if candidate.is_dir():
             return candidate
