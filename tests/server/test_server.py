@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.app import build_server
-from tests.conftest import free_port, kill_leftover_runs, wait_listening
+from tests.conftest import ROOT, free_port, kill_leftover_runs, wait_listening
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ async def lifecycle(client: Client, seed: int) -> dict:
 def served_home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("POSTTRAIN_HOME", str(home))
-    monkeypatch.chdir(os.path.dirname(os.path.dirname(__file__)))
+    monkeypatch.chdir(ROOT)
     yield home
     kill_leftover_runs(home)
 

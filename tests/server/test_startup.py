@@ -9,12 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import ROOT
+
 # The training stack (torch, transformers, peft, datasets, trl, sentence-transformers) and the
 # other libraries that cost start-up seconds: scipy (~0.5 s) and modal (~0.5 s).
 HEAVY = ("torch", "transformers", "peft", "datasets", "trl", "sentence_transformers", "scipy")
 HEAVY += ("modal",)
 PUBLIC_SERVE = ("serve", "--http", "--host", "0.0.0.0")
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "startup.py"
+BENCH = ROOT / "bench" / "startup.py"
 
 IMPORT_EVERYTHING_THE_SERVER_DOES = """
 import importlib, json, pkgutil, sys

@@ -15,6 +15,7 @@ from posttrain.gpu.environment import check_template, demo_episodes
 from posttrain.gpu.sft_text import SftRenderer
 from posttrain.gpu.weights import TOOL_TEMPLATE_MARK, tool_template
 from posttrain.spec.schema import load_spec
+from tests.conftest import ROOT
 
 SMOL = "SmolLM2-135M-Instruct"
 SYSTEM = "You solve arithmetic word problems with the calculator tools."
@@ -168,12 +169,11 @@ def test_the_benches_of_the_learning_experiment_and_the_stand_in_loop_are_valid_
     """bench/environment_learning.py (SmolLM2) and bench/environment_loop.py (the stand-in):
     their specs validate and their data has a demonstration on every row that pays 1.0."""
     import importlib.util
-    from pathlib import Path
 
     from posttrain.environments.calculator import Calculator
 
     def bench(name):
-        path = Path(__file__).parent.parent / "bench" / f"{name}.py"
+        path = ROOT / "bench" / f"{name}.py"
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)

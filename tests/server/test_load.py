@@ -4,14 +4,15 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from tests.conftest import ROOT
 
 # Beside 3 busy xdist workers the bench hung past 540 s (2 of 4 suite runs), and beside 3 CPU
 # hogs past 400 s, while alone it takes ~25 s: see issue 20's note. It runs alone.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "load.py"
+BENCH = ROOT / "bench" / "load.py"
 
 
 def test_fifty_clients_get_answers_without_errors_while_two_runs_train():

@@ -16,7 +16,7 @@ from posttrain.server.app import build_server
 from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.context import Context
 from tests.doubles import PaidBackendDouble
-from tests.schema_strategy import from_schema
+from tests.server.schema_strategy import from_schema
 
 CALL_BOUND_S = 15.0  # check_dataset on a 100,000-row gym is the slowest honest call
 json_values = st.recursive(

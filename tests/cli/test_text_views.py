@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
-from tests.test_lean_results import RUN, long_run  # noqa: F401 (a fixture)
+from tests.server.test_lean_results import RUN, long_run  # noqa: F401 (a fixture)
 
 
 def cli(home, *args: str) -> str:

@@ -20,7 +20,7 @@ from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, list_runs, tail_logs
 from tests.conftest import free_port, kill_leftover_runs, wait_for, wait_listening
-from tests.test_store import make_run
+from tests.runs.test_store import make_run
 
 SMALL = {
     "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
