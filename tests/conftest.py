@@ -113,6 +113,110 @@ def wait_listening(port: int, timeout_s: float = 30) -> None:
     wait_for(listening, timeout_s=timeout_s, every_s=0.2)
 
 
+# Tool-calling SFT's text checked against an independent rendering: the trainer's batches
+# (tests/gpu) and the CLI's path (tests/cli).
+def own_rendering(tokenizer, raw: dict) -> str:
+    """The test's own rendering of a raw row, independent of posttrain: calls reduced to
+    {name, arguments: dict} by hand, the model's original chat template, nothing else."""
+    tools = raw["functions"]
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    messages = []
+    for m in raw["conversation"]:
+        m = {**m, "content": m["content"] if m["content"] is not None else ""}
+        if m["role"] == "tool" and not isinstance(m["content"], str):
+            m["content"] = json.dumps(m["content"], ensure_ascii=False)
+        if "tool_calls" in m:
+            calls = [c.get("function", c) for c in m["tool_calls"]]
+            m["tool_calls"] = [
+                {"name": c["name"], "arguments": json.loads(c["arguments"])}
+                if isinstance(c["arguments"], str)
+                else c
+                for c in calls
+            ]
+        messages.append(m)
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+
+
+# A finished run written as the trainer writes one, 400 steps with traces at every step: the
+# server's lean results (tests/server) and the CLI's text views (tests/cli) read it.
+LONG_RUN_STEPS, LONG_RUN_SAMPLES = 400, 8
+LONG_RUN = "run-261202-000000-lean"
+LONG_RUN_TOOLS = json.dumps(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{i}",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+        for i in range(12)
+    ]
+)
+LONG_RUN_SYSTEM = (
+    "<|im_start|>system\nYou are a careful assistant.\n\n# Tools\n<tools>\n"
+    + LONG_RUN_TOOLS
+    + ("\n</tools><|im_end|>\n")
+)
+
+
+@pytest.fixture
+def long_run(home):
+    """A finished run written as the trainer writes one: 400 steps, traces at every step."""
+    import time
+
+    from posttrain.runs.layout import EVENTS, RUN_META, SPEC
+    from tests.specs import tiny
+
+    run_dir = home / "runs" / LONG_RUN
+    (run_dir / "traces").mkdir(parents=True)
+    (run_dir / SPEC).write_text(
+        json.dumps({**tiny(steps=LONG_RUN_STEPS), "model": {"name": "tiny-local"}})
+    )
+    t0 = time.time() - 3600
+    (run_dir / RUN_META).write_text(
+        json.dumps(
+            {"run_id": LONG_RUN, "backend": "local", "created_at": t0, "status": "submitted"}
+        )
+    )
+    events = [{"t": t0, "type": "stage", "stage": "training"}]
+    for step in range(1, LONG_RUN_STEPS + 1):
+        t = t0 + step
+        events.append(
+            {
+                "t": t,
+                "type": "metrics",
+                "phase": "train",
+                "step": step,
+                "reward": step / LONG_RUN_STEPS,
+                "step_time_s": 1.0,
+                "completion_length": 100 - step * 0.2,
+                "components": {"rhyme": 0.5},
+            }
+        )
+        events.append({"t": t, "type": "log", "level": "info", "message": f"step {step} " * 20})
+        rows = [
+            {
+                "step": step,
+                "idx": i,
+                "group": i // 4,
+                "prompt": f"question {step}.{i} " * 10,
+                "completion": f"answer {i} " * 60,
+                "reward": i / LONG_RUN_SAMPLES,
+                "components": {"rhyme": 0.5},
+                "reference": "the reference answer " * 5,
+                "rendered": LONG_RUN_SYSTEM + f"<|im_start|>user\nquestion {step}.{i}<|im_end|>\n",
+            }
+            for i in range(LONG_RUN_SAMPLES)
+        ]
+        path = f"traces/step_{step:04d}.jsonl"
+        (run_dir / path).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        events.append({"t": t, "type": "trace", "step": step, "path": path, "n": LONG_RUN_SAMPLES})
+    events.append({"t": t0 + LONG_RUN_STEPS + 1, "type": "result", "status": "succeeded"})
+    (run_dir / EVENTS).write_text("".join(json.dumps(e) + "\n" for e in events))
+    return run_dir
+
+
 # The modules that take longest, in the order they should start. Under pytest-xdist
 # (`make test` runs `-n 4 --dist loadfile --no-loadscope-reorder`) a worker takes whole
 # modules in collection order, so the long ones start first and the short ones fill in

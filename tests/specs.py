@@ -47,3 +47,18 @@ PAID: dict[str, Any] = {
 def tiny(**algorithm: Any) -> dict[str, Any]:
     """TINY_RUN with some algorithm fields changed."""
     return {**TINY_RUN, "algorithm": {**TINY_RUN["algorithm"], **algorithm}}
+
+
+# The smoke run an MCP client plans, checks and starts (tests/server), and the fork server's
+# runs (tests/runs).
+SMOKE_SPEC = {
+    "model": "tiny-local",
+    "dataset": {"builtin": "rhyme-gym", "n_rows": 100, "system_prompt": "answer in rhyme"},
+    "reward": "rhyme",
+    "algorithm": {
+        "lora": None,
+        "learning_rate": 5e-4,
+        "max_completion_length": 24,
+        "traces": {"samples": 3},
+    },
+}

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
+from tests.conftest import LONG_RUN as RUN  # the long_run fixture's run
 from tests.conftest import ROOT
-from tests.server.test_lean_results import RUN, long_run  # noqa: F401 (a fixture)
 
 
 def cli(home, *args: str) -> str:
@@ -22,16 +22,16 @@ def cli(home, *args: str) -> str:
     return done.stdout
 
 
-def test_run_list_at_80_columns_shows_every_run_id_whole(long_run, home):  # noqa: F811
+def test_run_list_at_80_columns_shows_every_run_id_whole(long_run, home):
     assert RUN in cli(home, "run", "list")
 
 
-def test_run_get_shows_the_health_warnings_its_json_has(long_run, home):  # noqa: F811
+def test_run_get_shows_the_health_warnings_its_json_has(long_run, home):
     text = " ".join(cli(home, "run", "get", RUN).split())  # unwrapped
     assert "health: completion length collapsed: 99 -> 21 tokens over the run" in text
 
 
-def test_run_trace_shows_the_rendered_prompt_and_its_shared_head_once(long_run, home):  # noqa: F811
+def test_run_trace_shows_the_rendered_prompt_and_its_shared_head_once(long_run, home):
     text = cli(home, "run", "trace", RUN, "--step", "last", "--n", "2")
     assert text.count("every sample's rendered starts with") == 1
     assert text.count("# Tools") == 1  # the system prompt and tool schemas, once

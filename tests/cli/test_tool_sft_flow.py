@@ -20,8 +20,7 @@ from posttrain.gpu import tokenizers
 from posttrain.rewards.tool_probes import TOOL_PROBES
 from posttrain.tools.reward_check import check_reward
 from posttrain.tools.runs import get_run, list_runs, sample_traces
-from tests.conftest import kill_leftover_runs, wait_finished
-from tests.gpu.test_tool_sft import own_rendering
+from tests.conftest import kill_leftover_runs, own_rendering, wait_finished
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@ decoded with the real Qwen2.5 tokenizer, byte for byte against `data check`, on 
 both call shapes, schemas whose keys differ from row to row, unicode, multi-turn chats and
 a reference column of dicts. Real TRL, the real tokenizer, the user's own spec file."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from posttrain.data.dataset import prepare, read_rows
 from posttrain.gpu import tokenizers
 from posttrain.spec.schema import load_spec
 from posttrain.tools.data import check_dataset
+from tests.conftest import own_rendering
 
 pytestmark = pytest.mark.slow
 
@@ -32,28 +32,6 @@ def project(tmp_path_factory, empty_hf_home):
         tokenizers._load.cache_clear()
         yield root
         tokenizers._load.cache_clear()
-
-
-def own_rendering(tokenizer, raw: dict) -> str:
-    """The test's own rendering of a raw row, independent of posttrain: calls reduced to
-    {name, arguments: dict} by hand, the model's original chat template, nothing else."""
-    tools = raw["functions"]
-    tools = json.loads(tools) if isinstance(tools, str) else tools
-    messages = []
-    for m in raw["conversation"]:
-        m = {**m, "content": m["content"] if m["content"] is not None else ""}
-        if m["role"] == "tool" and not isinstance(m["content"], str):
-            m["content"] = json.dumps(m["content"], ensure_ascii=False)
-        if "tool_calls" in m:
-            calls = [c.get("function", c) for c in m["tool_calls"]]
-            m["tool_calls"] = [
-                {"name": c["name"], "arguments": json.loads(c["arguments"])}
-                if isinstance(c["arguments"], str)
-                else c
-                for c in calls
-            ]
-        messages.append(m)
-    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
 
 
 def trainer_for(spec, rows, out: Path):

@@ -20,8 +20,7 @@ from posttrain.runs.layout import PROCESS, RUN_META, iter_events, process_alive,
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run
 from tests.conftest import kill_leftover_runs, wait_finished, wait_for
-from tests.server.test_server import SMOKE_SPEC
-from tests.specs import tiny
+from tests.specs import SMOKE_SPEC, tiny
 
 
 def server_pid(key: str) -> int | None:

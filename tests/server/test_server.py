@@ -15,6 +15,7 @@ from mcp import Client, StdioServerParameters
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.app import build_server
 from tests.conftest import ROOT, free_port, kill_leftover_runs, wait_listening
+from tests.specs import SMOKE_SPEC
 
 pytestmark = pytest.mark.slow
 
@@ -35,17 +36,6 @@ VERBS = {
     "export_run",
     "get_job",
     "cancel_job",
-}
-SMOKE_SPEC = {
-    "model": "tiny-local",
-    "dataset": {"builtin": "rhyme-gym", "n_rows": 100, "system_prompt": "answer in rhyme"},
-    "reward": "rhyme",
-    "algorithm": {
-        "lora": None,
-        "learning_rate": 5e-4,
-        "max_completion_length": 24,
-        "traces": {"samples": 3},
-    },
 }
 
 
