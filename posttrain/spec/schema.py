@@ -327,7 +327,11 @@ class AlgorithmSpec(Strict):
     lora: LoraSpec | None = Field(
         default_factory=LoraSpec, description="LoRA adapter; null: full fine-tune."
     )
-    learning_rate: Annotated[float, Field(gt=0, le=1)] = 1e-5
+    learning_rate: Annotated[float, Field(ge=0, le=1)] = Field(
+        1e-5,
+        description="0: a control arm that trains nothing (an experiment's baseline for "
+        "training noise); the run still samples, scores and saves as any other.",
+    )
     lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
     steps: Annotated[int, Field(ge=1, le=1_000_000)] = 100
     batch_size: Annotated[int, Field(ge=1, le=8192)] = Field(
