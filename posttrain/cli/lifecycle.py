@@ -85,12 +85,35 @@ def register(app: typer.Typer) -> None:
             if r.get("defaults"):
                 filled = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["defaults"].items())
                 console.print(f"defaults filled in: {filled}", highlight=False, markup=False)
+            if r.get("experiment"):
+                render_arms(r["experiment"])
             for w in r["warnings"]:
                 said = w in c["summary"] or (c["timeout_note"] and c["timeout_note"] in w)
                 if not said:  # the timeout's stop or risk, or a refusal, is said above
                     console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
 
         emit(result.model_dump(mode="json"), as_json, render)
+
+    def render_arms(e: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        table = Table(title=f"experiment: {len(e['arms'])} arms x {len(e['seeds'])} seeds")
+        for column in ("arm", "seeds", "expected", "worst case"):
+            table.add_column(column)
+        for arm in e["arms"]:
+            cost = arm["cost"]
+            table.add_row(
+                arm["name"],
+                ", ".join(map(str, arm["seeds"])),
+                f"${cost['expected_usd']:.2f}, {cost['expected_s'] / 60:.1f} min",
+                f"${cost['worst_case_usd']:.2f}",
+            )
+        console.print(table)
+        console.print(
+            f"ranked by {e['metric']['name']} ({e['metric']['goal']}); {e['parallel']}",
+            highlight=False,
+            markup=False,
+        )
 
     @data_app.command("check")
     def data_check(spec: SpecArg, as_json: JsonFlag = False) -> None:

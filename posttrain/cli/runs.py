@@ -72,8 +72,8 @@ def launch_command(
 ) -> None:
     """Launch (or smoke), asking the human at the terminal when one is there."""
     from posttrain.tools.context import Context
-    from posttrain.tools.groups import resolve_group
-    from posttrain.tools.launch import human_question, launch, smoke_resolve, with_dry_run
+    from posttrain.tools.groups import GroupPlan
+    from posttrain.tools.launch import as_group, human_question, launch, smoke_resolve, with_dry_run
     from posttrain.tools.resolve import resolve
 
     def body() -> Any:
@@ -81,8 +81,8 @@ def launch_command(
         group = parse_seeds(seeds)
         if smoke_steps is not None:
             plan, dry = smoke_resolve(spec, smoke_steps, smoke_backend, ctx)
-        elif group is not None:
-            plan, dry = resolve_group(spec, group, ctx, key), None
+        elif isinstance(grouped := as_group(spec, group, ctx, key), GroupPlan):
+            plan, dry = grouped, None  # a group of seeds, or an experiment's arms x seeds
         else:
             plan, dry = resolve(spec, ctx, key), None
         # resolved once: the question and the launch read the same plan
@@ -92,7 +92,16 @@ def launch_command(
     result = guarded(body)
 
     def render(r: dict[str, Any]) -> None:
-        if r["status"] in ("started", "existing") and r.get("group_id"):
+        if r["status"] in ("started", "existing") and r.get("arms"):
+            arms = list(dict.fromkeys(r["arms"]))
+            console.print(
+                f"{r['status']} experiment [bold]{r['group_id']}[/bold]: {len(r['run_ids'])} "
+                f"runs, {len(arms)} arms ({'; '.join(arms)}) x seeds "
+                f"{', '.join(map(str, r['seeds']))}; follow it: posttrain run list; evaluate "
+                f"it: posttrain eval {r['group_id']}",
+                highlight=False,
+            )
+        elif r["status"] in ("started", "existing") and r.get("group_id"):
             console.print(
                 f"{r['status']} group [bold]{r['group_id']}[/bold]: "
                 f"{', '.join(r['run_ids'])} (seeds {', '.join(map(str, r['seeds']))}); "
@@ -154,7 +163,8 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
             table.columns[0].no_wrap = True  # an id is copied into the next command: never cut
             table.columns[0].min_width = max((len(r["run_id"]) for r in rows), default=3)
             for r in rows:
-                group = f"\n{r['group_id']} seed {r['seed']}" if r.get("group_id") else ""
+                arm = f"\n{untrusted(r['arm'])}" if r.get("arm") else ""  # an experiment's
+                group = f"\n{r['group_id']}{arm} seed {r['seed']}" if r.get("group_id") else ""
                 table.add_row(
                     r["run_id"] + group,
                     r["status"],

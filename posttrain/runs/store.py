@@ -34,8 +34,9 @@ from posttrain.runs.measured import record
 from posttrain.runs.queries import Queries
 from posttrain.spec.keys import dry_run_key
 
-# 2: dry runs, rendered prompts, measured step times; 3: run groups; 4: SFT training text
-SCHEMA_VERSION = 5  # 5: traces keep an environment run's whole episode
+# 2: dry runs, rendered prompts, measured step times; 3: run groups; 4: SFT training text;
+# 5: traces keep an environment run's whole episode
+SCHEMA_VERSION = 6  # 6: an experiment's arm
 log = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -45,7 +46,7 @@ CREATE TABLE IF NOT EXISTS runs (
     phase TEXT, step INTEGER DEFAULT 0, total_steps INTEGER, warmstart_steps INTEGER,
     reward REAL, best_reward REAL, last_event_at REAL, final TEXT,
     events_offset INTEGER NOT NULL DEFAULT 0, torn_lines INTEGER NOT NULL DEFAULT 0,
-    dry_run_key TEXT, dry_run TEXT, group_id TEXT, seed INTEGER
+    dry_run_key TEXT, dry_run TEXT, group_id TEXT, seed INTEGER, arm TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_group ON runs(group_id);
 CREATE INDEX IF NOT EXISTS runs_dry_run ON runs(dry_run_key);
@@ -271,11 +272,12 @@ class Store(Queries):
             dry_run_key(spec) if stand_in else None,
             meta.get("group_id"),
             algorithm.get("seed"),
+            meta.get("arm"),
         )
         self.db.execute(
             "INSERT OR IGNORE INTO runs (run_id, spec_id, name, backend, model, kind, run_dir, "
-            "created_at, total_steps, warmstart_steps, dry_run_key, group_id, seed) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "created_at, total_steps, warmstart_steps, dry_run_key, group_id, seed, arm) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [bindable(v) for v in values],
         )
 

@@ -41,12 +41,14 @@ from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.env_check import EnvironmentCheck, check_environment, is_spec_source
 from posttrain.tools.evaluate import EvaluateOutcome, eval_question, start_evaluate
+from posttrain.tools.experiments import resolve_experiment
 from posttrain.tools.export import ExportOutcome, start_export
 from posttrain.tools.groups import resolve_group
 from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_resolve, with_dry_run
 from posttrain.tools.plan import PlanResult, plan
 from posttrain.tools.resolve import resolve
 from posttrain.tools.reward_check import RewardCheck, check_reward
+from posttrain.tools.sweeps import sweep_of
 
 log = logging.getLogger("posttrain.server")
 
@@ -90,9 +92,19 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
 
     plans = PlanCache()
 
+    def experiment_of(source: dict[str, Any] | str) -> Any:
+        """(base, sweep) when the spec is an experiment (its file inside the roots)."""
+        return sweep_of(confine_spec_source(source, roots))
+
     def launch_plan(spec: SpecArg, key: str | None, seeds: list[int] | None = None) -> Any:
-        """The launch's plan (a group's, with seeds), resolved once per call: the approval
-        resolver and the tool body read the same plan (the human approves what starts)."""
+        """The launch's plan (a group's, with seeds; an experiment's, with `sweep:`),
+        resolved once per call: the approval resolver and the tool body read the same plan
+        (the human approves what starts)."""
+        if found := experiment_of(spec):
+            return plans.get(
+                ("experiment", spec, key, seeds),
+                lambda: resolve_experiment(*found, rc, key, seeds, roots),
+            )
         if seeds is not None:
             return plans.get(
                 ("group", spec, key, seeds), lambda: resolve_group(spec_of(spec), seeds, rc, key)
@@ -147,9 +159,13 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         first, with the step it stops at and what finishing needs), whether the model fits
         the GPU's memory, and warnings, among them anything `launch` would refuse (a budget
         cap, a real model on the local backend), in launch's own words. Free; use it first
-        and after every change to the spec.
+        and after every change to the spec. A spec with a `sweep:` block (dotted spec keys to
+        lists of values, e.g. {"algorithm.learning_rate": [1e-3, 0], "seeds": [0, 1]}) is an
+        experiment: `experiment` lists every arm with its price, and `cost` is the total.
         """
-        return await call(lambda: plan(spec_of(spec), rc.index))
+        return await call(
+            lambda: plan(spec if experiment_of(spec) else spec_of(spec), rc.index, roots)
+        )
 
     @server.tool(name="check_dataset", annotations=READ_ONLY)
     async def check_dataset_(spec: SpecArg) -> DatasetReport:
@@ -324,7 +340,9 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 min_length=1,
                 max_length=16,
                 description="A run group: one run per seed (e.g. [0, 1, 2]), approved once "
-                "for the group's total; evaluate the group id to measure training noise.",
+                "for the group's total; evaluate the group id to measure training noise. For "
+                "an experiment (a spec with `sweep:`), each arm once per seed (default: "
+                "sweep.seeds).",
             ),
         ] = None,
     ) -> LaunchResult:
@@ -333,7 +351,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         Asks the human directly when the client supports elicitation; otherwise returns
         status needs_confirmation with a token: ask your human, then call again with it.
         Budget caps refuse a launch whatever was approved. Run smoke_run and read its traces
-        first. Returns within seconds; poll get_run.
+        first. Returns within seconds; poll get_run. An experiment (a spec with `sweep:`)
+        starts every arm x seed as one approved, all-or-none launch under one experiment id.
         """
         result = await call(
             lambda: launch(

@@ -25,6 +25,7 @@ from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate, price_text
 from posttrain.tools.resolve import RunPlan, resolve
+from posttrain.tools.sweeps import total_cost
 
 MAX_SEEDS = 16
 GROUP_ID_PREFIX = "grp-"
@@ -37,6 +38,10 @@ class GroupPlan(BaseModel):
     key: str
     explicit_key: bool
     cost: CostEstimate = Field(description="The group's totals: every seed's run.")
+    # An experiment's (posttrain.tools.experiments): each plan's arm and its overrides
+    arms: list[str] = Field(default_factory=list)
+    overrides: list[dict[str, Any]] = Field(default_factory=list)
+    metric: dict[str, Any] | None = None
 
 
 def new_group_id() -> str:
@@ -67,33 +72,7 @@ def resolve_group(
         plans=plans,
         key=group_key,
         explicit_key=key is not None,
-        cost=_total([p.cost for p in plans]),
-    )
-
-
-def _total(costs: list[CostEstimate]) -> CostEstimate:
-    """The group's price: money adds up; time is the longest run on Modal (they run side by
-    side) and the sum locally (they queue)."""
-    first = costs[0]
-    local = first.backend == "local"
-    combine = sum if local else max
-
-    def add(field: str) -> float:
-        return round(sum(getattr(c, field) for c in costs), 2)
-
-    return first.model_copy(
-        update={
-            "expected_s": combine(c.expected_s for c in costs),
-            "expected_high_s": combine(c.expected_high_s for c in costs),
-            "run_s": combine(c.run_s for c in costs),
-            "run_high_s": combine(c.run_high_s for c in costs),
-            "expected_usd": add("expected_usd"),
-            "expected_high_usd": add("expected_high_usd"),
-            "run_usd": add("run_usd"),
-            "run_high_usd": add("run_high_usd"),
-            "worst_case_usd": add("worst_case_usd"),
-            "basis": f"{len(costs)} runs, one per seed: {first.basis}",
-        }
+        cost=total_cost([p.cost for p in plans]),
     )
 
 
@@ -101,11 +80,20 @@ def group_question(group: GroupPlan) -> str:
     spec, cost = group.plans[0].spec, group.cost
     gpu = cost.gpu if cost.gpu_count == 1 else f"{cost.gpu_count}x {cost.gpu}"
     steps = spec.algorithm.steps
-    price = price_text(cost, steps, runs=len(group.seeds))
-    what = (
-        f"a group of {len(group.seeds)} runs of {spec.model.name} ({spec.algorithm.kind}, "
-        f"{steps} steps, seeds {', '.join(map(str, group.seeds))}), each on {gpu}"
-    )
+    price = price_text(cost, steps, runs=len(group.plans))
+    seeds = ", ".join(map(str, group.seeds))
+    if group.arms:
+        names = list(dict.fromkeys(group.arms))
+        what = (
+            f"an experiment of {len(names)} arms x {len(group.seeds)} seeds = "
+            f"{len(group.plans)} runs of {spec.model.name} ({spec.algorithm.kind}, {steps} "
+            f"steps; arms {'; '.join(names)}; seeds {seeds}), each on {gpu}"
+        )
+    else:
+        what = (
+            f"a group of {len(group.seeds)} runs of {spec.model.name} ({spec.algorithm.kind}, "
+            f"{steps} steps, seeds {seeds}), each on {gpu}"
+        )
     if cost.stop_step is not None:
         asked = f"{price} Launch {what} anyway, for at most ${cost.worst_case_usd:.2f} in all?"
     else:
@@ -119,7 +107,12 @@ def group_runs(ctx: Any, group_id: str) -> list[str]:
     rows = [r for r in ctx.index.list_runs(limit=10_000) if r.get("group_id") == group_id]
     if not rows:
         raise ConfigError(f"no group '{group_id}'; list runs with `posttrain run list`")
-    rows.sort(key=lambda r: read_json(ctx.root / r["run_id"] / RUN_META).get("seed", 0))
+
+    def order(row: dict[str, Any]) -> tuple[int, int]:  # an experiment's arms, then seeds
+        meta = read_json(ctx.root / row["run_id"] / RUN_META)
+        return meta.get("arm_index", 0), meta.get("seed", 0)
+
+    rows.sort(key=order)
     return [r["run_id"] for r in rows]
 
 
@@ -145,7 +138,9 @@ def launch_group(
         "cost": group.cost,
         "dry_run_status": first.dry_run_status,
         "seeds": group.seeds,
+        "arms": group.arms,
     }
+    kind = "experiment" if group.arms else "group"
     if found := existing_group(ctx, group):
         group_id = read_json(ctx.root / found[0] / RUN_META).get("group_id")
         return result_type(
@@ -154,7 +149,7 @@ def launch_group(
             run_ids=found,
             group_id=group_id,
             **base,
-            message=f"group {group_id} was already started with this key; nothing new started",
+            message=f"{kind} {group_id} was already started with this key; nothing new started",
         )
     backend = ready_backend(ctx, first)
     ledger, policy = Ledger(), BudgetPolicy.load()
@@ -166,16 +161,24 @@ def launch_group(
     if stop := unapproved(outcome, token, asked, again, "was started"):
         return result_type(**base, **stop)
     approved_by = approved_by or "human"
-    order = iter(group.plans)
+    order = iter(enumerate(group.plans))
     locks: dict[str, LaunchLock] = {}  # each run's, held until its handle is recorded
+    arm_names = list(dict.fromkeys(group.arms))
 
     def create(seq: int) -> str:
-        plan = next(order)
+        i, plan = next(order)
         made: list[LaunchLock] = []
         run_id = create_run(ctx, plan, seq, approved_by, made)
         locks[run_id] = made[0]
         meta = read_json(ctx.root / run_id / RUN_META)
         meta.update(group_id=group.group_id, seed=plan.spec.algorithm.seed)
+        if group.arms:
+            meta.update(
+                arm=group.arms[i],
+                arm_index=arm_names.index(group.arms[i]),
+                overrides=group.overrides[i],
+                metric=group.metric,
+            )
         write_json_atomic(ctx.root / run_id / RUN_META, meta)
         return run_id
 
@@ -203,7 +206,7 @@ def launch_group(
                 run_ids=found,
                 group_id=read_json(ctx.root / found[0] / RUN_META).get("group_id"),
                 **base,
-                message="this group was already started with this key; nothing new started",
+                message=f"this {kind} was already started with this key; nothing new started",
             )
         for plan, run_id in zip(group.plans, reservation.run_ids, strict=True):
             try:
@@ -219,7 +222,7 @@ def launch_group(
             lock.release()
     ctx.index.sync(list(reservation.run_ids))
     started = len(reservation.run_ids) - len(failed)
-    message = f"started group {group.group_id}: {started} run(s) on {first.backend}; poll get_run"
+    message = f"started {kind} {group.group_id}: {started} run(s) on {first.backend}; poll get_run"
     if failed:
         message += f"; {len(failed)} could not start: {'; '.join(failed)}"
     return result_type(

@@ -28,10 +28,12 @@ from posttrain.tools.approval import (
 )
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
+from posttrain.tools.experiments import resolve_experiment
 from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_group
 from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate
 from posttrain.tools.resolve import RunPlan, resolve
+from posttrain.tools.sweeps import sweep_of
 
 SMOKE_STEPS = 4  # after the proof step
 
@@ -62,6 +64,9 @@ class LaunchResult(BaseModel):
     group_id: str | None = Field(None, description="Set for a group: one run per seed.")
     run_ids: list[str] = Field(default_factory=list, description="A group's runs, by seed.")
     seeds: list[int] = Field(default_factory=list)
+    arms: list[str] = Field(
+        default_factory=list, description="An experiment's arm of each run, in run_ids order."
+    )
     message: str
 
 
@@ -76,8 +81,7 @@ def human_question(
     policy, token, an existing run) or will be refused anyway (over a cap, or its backend
     cannot start: the launch says why at once)."""
     ctx = ctx or Context()
-    if seeds is not None and not isinstance(spec, GroupPlan):
-        spec = resolve_group(spec, seeds, ctx, idempotency_key)  # type: ignore[arg-type]
+    spec = as_group(spec, seeds, ctx, idempotency_key)
     if isinstance(spec, GroupPlan):
         return ask_group(spec, confirmation_token, ctx)
     plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
@@ -88,6 +92,23 @@ def human_question(
     except PosttrainError:
         return None
     return question(plan) if needs_asking(plan.cost.worst_case_usd, confirmation_token) else None
+
+
+def as_group(
+    spec: RunSpec | dict[str, Any] | str | RunPlan | GroupPlan,
+    seeds: list[int] | None,
+    ctx: Context,
+    key: str | None,
+) -> RunSpec | dict[str, Any] | str | RunPlan | GroupPlan:
+    """An experiment (a spec with `sweep:`) or a group (`seeds`) resolved into its runs'
+    plans; any other spec as it came."""
+    if isinstance(spec, GroupPlan | RunPlan):
+        return spec
+    if found := sweep_of(spec):
+        return resolve_experiment(*found, ctx, key, seeds)
+    if seeds is not None:
+        return resolve_group(spec, seeds, ctx, key)
+    return spec
 
 
 def launch(
@@ -102,8 +123,7 @@ def launch(
     human; otherwise say what is needed. Raises BudgetError when a cap refuses it. With
     `seeds`: a group, one run per seed, approved once for the group's total."""
     ctx = ctx or Context()
-    if seeds is not None and not isinstance(spec, GroupPlan):
-        spec = resolve_group(spec, seeds, ctx, idempotency_key)  # type: ignore[arg-type]
+    spec = as_group(spec, seeds, ctx, idempotency_key)
     if isinstance(spec, GroupPlan):
         return launch_group(spec, confirmation_token, human, ctx, LaunchResult)
     plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)

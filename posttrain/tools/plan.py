@@ -9,6 +9,7 @@ and the worst case (the whole timeout) is what the budget caps are checked again
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -18,8 +19,17 @@ from posttrain.models.calibration import fits
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import RunSpec, load_spec
+from posttrain.spec.sweep import Sweep
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
+from posttrain.tools.sweeps import (
+    ArmPlan,
+    ExperimentPlan,
+    experiment_arms,
+    parallel_text,
+    sweep_of,
+    total_cost,
+)
 
 MULTI_GPU_OVERHEAD = 1.1  # data parallel: each GPU trains its own batch, plus all-reduce
 # The longest a local run of real weights may be estimated to take (its upper estimate):
@@ -37,6 +47,11 @@ class PlanResult(BaseModel):
         description="Every field the spec left out, by dotted name, with the value filled in.",
     )
     warnings: list[str] = Field(default_factory=list)
+    experiment: ExperimentPlan | None = Field(
+        None,
+        description="A spec with `sweep:`: every arm with its price; `cost` is the total of "
+        "every arm's runs, and `spec` the base spec the arms vary.",
+    )
 
 
 def filled_defaults(model: BaseModel, prefix: str = "") -> dict[str, Any]:
@@ -269,15 +284,19 @@ def _over_cap(worst_case_usd: float) -> str | None:
     return None
 
 
-def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
+def plan(
+    spec: RunSpec | dict[str, Any] | str, index: Any = None, roots: list[Path] | None = None
+) -> PlanResult:
     """Validate a spec and say what it will cost, whether it fits, and what looks wrong.
     `index`: the run index whose finished runs calibrate the estimate (default: this
-    machine's)."""
-    spec = load_spec(spec)
+    machine's). An experiment (a spec with `sweep:`) is planned arm by arm."""
     if index is None:
         from posttrain.tools.context import Context
 
         index = Context().index
+    if found := sweep_of(spec):
+        return plan_experiment(*found, index, roots)
+    spec = load_spec(spec, roots)
     cost = estimate(spec, index)
     if refused := _refusal(spec, cost):
         modal = spec.model_copy(
@@ -363,4 +382,47 @@ def plan(spec: RunSpec | dict[str, Any] | str, index: Any = None) -> PlanResult:
         fit=fit,
         defaults=filled_defaults(spec),
         warnings=warnings,
+    )
+
+
+def plan_experiment(
+    base: dict[str, Any], sweep: Sweep, index: Any, roots: list[Path] | None = None
+) -> PlanResult:
+    """Every arm planned as the spec it is, priced for its seeds; the experiment's total is
+    what a launch asks the human to approve, and its caps are checked on the total."""
+    arm_plans, costs, warnings = [], [], []
+    built = experiment_arms(base, sweep, roots)
+    for arm, arm_spec in built:
+        one = plan(arm_spec, index)
+        arm_costs = [one.cost] * len(sweep.seeds)
+        costs += arm_costs
+        arm_plans.append(
+            ArmPlan(
+                name=arm.name,
+                overrides=arm.overrides,
+                spec_id=one.spec_id,
+                seeds=sweep.seeds,
+                cost=total_cost(arm_costs),
+                warnings=one.warnings,
+            )
+        )
+        warnings += [f"arm {arm.name}: {w}" for w in one.warnings if "launch would" in w]
+    total = total_cost(costs, "one per arm and seed")
+    if cap := _over_cap(total.worst_case_usd):
+        warnings.insert(0, f"launch would answer: {cap} (the experiment's total)")
+    first = built[0][1]
+    backend = first.compute.backend
+    return PlanResult(
+        spec_id=first.spec_id,
+        spec=first.model_dump(mode="json"),
+        cost=total,
+        defaults=filled_defaults(first),
+        warnings=warnings,
+        experiment=ExperimentPlan(
+            arms=arm_plans,
+            seeds=sweep.seeds,
+            runs=len(costs),
+            metric=sweep.metric,
+            parallel=parallel_text(backend, len(costs)),
+        ),
     )

@@ -27,8 +27,11 @@ class RunSummary(BaseModel):
     created_at: float | None = None
     age_s: float | None = None
     cost_usd: float = 0.0
-    group_id: str | None = Field(None, description="The run group (one run per seed).")
+    group_id: str | None = Field(
+        None, description="The run group (one run per seed) or experiment (exp-...)."
+    )
     seed: int | None = None
+    arm: str | None = Field(None, description="An experiment's arm, named by its overrides.")
 
 
 class Trend(BaseModel):

@@ -63,6 +63,7 @@ def _summary_fields(row: dict[str, Any], now: float, ctx: Context) -> dict[str, 
         "cost_usd": ctx.cost_usd(row),
         "group_id": row.get("group_id"),
         "seed": row.get("seed"),
+        "arm": row.get("arm"),
     }
 
 

@@ -1,0 +1,117 @@
+"""Experiments: a spec with a `sweep:` block, planned, approved and launched as one.
+
+An experiment is a run group whose runs differ by more than their seed: every arm of the
+sweep (posttrain.spec.sweep) once per seed. `resolve_experiment` validates every arm as a
+whole spec and resolves each run's plan (data, reward columns, price) before anything is
+reserved, so a bad key or value is refused naming its arm, and nothing starts. Then
+`launch_group` (posttrain.tools.groups) asks one question for the total, reserves every run
+in one ledger transaction (all or none, one idempotency key for the experiment) and submits
+them. Each run's run.json names its experiment (the group id), its arm and the arm's
+overrides, which list_runs and get_run show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from posttrain.core.errors import ConfigError
+from posttrain.spec.schema import MAX_NAME
+from posttrain.spec.sweep import MAX_RUNS, Metric, Sweep
+from posttrain.tools.groups import GroupPlan
+from posttrain.tools.resolve import resolve
+from posttrain.tools.sweeps import (
+    ArmPlan,
+    ExperimentPlan,
+    checked,
+    experiment_arms,
+    parallel_text,
+    total_cost,
+)
+
+EXPERIMENT_ID_PREFIX = "exp-"
+
+
+def new_experiment_id() -> str:
+    import secrets
+
+    stamp = time.strftime(f"{EXPERIMENT_ID_PREFIX}%y%m%d-%H%M%S-", time.gmtime())
+    return stamp + secrets.token_hex(2)
+
+
+def experiment_key(base: dict[str, Any], sweep: Sweep, seeds: list[int]) -> str:
+    """One experiment, one key: its base spec, its sweep and its seeds, canonically."""
+    text = json.dumps(
+        {"base": base, "sweep": sweep.model_dump(mode="json"), "seeds": seeds},
+        sort_keys=True,
+        default=str,
+    )
+    return "experiment:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resolve_experiment(
+    base: dict[str, Any],
+    sweep: Sweep,
+    ctx: Any,
+    key: str | None = None,
+    seeds: list[int] | None = None,
+    roots: list[Path] | None = None,
+) -> GroupPlan:
+    """One plan per arm and seed, every one resolved before anything is reserved; with
+    `roots`, every path an arm names must lie inside them."""
+    seeds = list(dict.fromkeys(int(s) for s in (sweep.seeds if seeds is None else seeds)))
+    built = experiment_arms(base, sweep, roots)
+    if not seeds or len(built) * len(seeds) > MAX_RUNS:
+        raise ConfigError(
+            f"seeds: {len(built)} arms x {len(seeds)} seeds; an experiment runs 1 to "
+            f"{MAX_RUNS} runs: give fewer arms or seeds"
+        )
+    plans, names, overrides = [], [], []
+    for arm, spec in built:
+        data = spec.model_dump(mode="json")
+        label = spec.name or spec.model.name
+        for seed in seeds:
+            one = {**data, "algorithm": {**data["algorithm"], "seed": seed}}
+            suffix = f" [{arm.name}] (seed {seed})"
+            one["name"] = label[: max(0, MAX_NAME - len(suffix))] + suffix
+            plans.append(checked(arm, lambda one=one: resolve(one, ctx)))
+            names.append(arm.name)
+            overrides.append(arm.overrides)
+    return GroupPlan(
+        group_id=new_experiment_id(),
+        seeds=seeds,
+        plans=plans,
+        key=key or experiment_key(base, sweep, seeds),
+        explicit_key=key is not None,
+        cost=total_cost([p.cost for p in plans], "one per arm and seed"),
+        arms=names,
+        overrides=overrides,
+        metric=sweep.metric.model_dump(),
+    )
+
+
+def experiment_plan(group: GroupPlan) -> ExperimentPlan:
+    """Every arm with its own price, in the order the sweep named them."""
+    by_arm: dict[str, list[int]] = {}
+    for i, name in enumerate(group.arms):
+        by_arm.setdefault(name, []).append(i)
+    arm_plans = [
+        ArmPlan(
+            name=name,
+            overrides=group.overrides[idx[0]],
+            spec_id=group.plans[idx[0]].spec_id,
+            seeds=[group.plans[i].spec.algorithm.seed for i in idx],
+            cost=total_cost([group.plans[i].cost for i in idx]),
+        )
+        for name, idx in by_arm.items()
+    ]
+    return ExperimentPlan(
+        arms=arm_plans,
+        seeds=group.seeds,
+        runs=len(group.plans),
+        metric=Metric(**(group.metric or {})),
+        parallel=parallel_text(group.plans[0].backend, len(group.plans)),
+    )

@@ -1,0 +1,104 @@
+"""What plan and an experiment's launch share: a spec's sweep read and checked, its arms
+validated as whole specs, and a price summed over runs.
+
+Below both plan.py and experiments.py, so `plan` can price an experiment arm by arm and the
+launch can resolve the same arms, without either importing the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from posttrain.core.errors import ConfigError
+from posttrain.spec.bounds import check_data, read_source
+from posttrain.spec.run_plan import CostEstimate
+from posttrain.spec.schema import RunSpec, load_spec
+from posttrain.spec.sweep import Arm, Metric, Sweep, arms, check_keys, split_sweep
+
+
+class ArmPlan(BaseModel):
+    name: str = Field(description="Named by its overrides: `learning_rate=0.001`.")
+    overrides: dict[str, Any] = Field(description="The swept spec keys and their values.")
+    spec_id: str
+    seeds: list[int]
+    cost: CostEstimate = Field(description="The arm's price: every seed's run.")
+    warnings: list[str] = Field(default_factory=list, description="plan's warnings for the arm.")
+
+
+class ExperimentPlan(BaseModel):
+    arms: list[ArmPlan]
+    seeds: list[int]
+    runs: int = Field(description="arms x seeds: the runs the experiment starts.")
+    metric: Metric = Field(description="What the comparison ranks the arms by.")
+    parallel: str = Field(description="How the runs share the machine: queued or side by side.")
+
+
+def sweep_of(spec: Any) -> tuple[dict[str, Any], Sweep] | None:
+    """The base spec and its sweep when `spec` is an experiment; None for a plain spec."""
+    if isinstance(spec, BaseModel):  # a RunSpec, or a plan already resolved
+        return None
+    data = read_source(spec) if isinstance(spec, str | Path) else spec
+    if not isinstance(data, dict) or "sweep" not in data:
+        return None
+    check_data(data)
+    base, sweep = split_sweep(data)
+    assert sweep is not None
+    check_keys(sweep, RunSpec)
+    return base, sweep
+
+
+def experiment_arms(
+    base: dict[str, Any], sweep: Sweep, roots: list[Path] | None = None
+) -> list[tuple[Arm, RunSpec]]:
+    """Every arm with its validated spec (its paths inside `roots`, when given); the first
+    invalid one is refused by name."""
+    return [
+        (arm, checked(arm, lambda arm=arm: load_spec(arm.spec, roots))) for arm in arms(base, sweep)
+    ]
+
+
+def checked(arm: Arm, build: Any) -> Any:
+    """build(), with any ConfigError it raises naming the arm and its overrides."""
+    try:
+        return build()
+    except ConfigError as exc:
+        keys = ", ".join(f"{k}={v!r}" for k, v in arm.overrides.items())
+        raise type(exc)(f"sweep arm '{arm.name}' ({keys}): {exc}; nothing was started") from None
+
+
+def parallel_text(backend: str, runs: int) -> str:
+    if backend == "local":
+        return (
+            f"local: the {runs} runs queue, one trainer at a time (two trainers on 2 cores are "
+            f"far slower than one after the other), so the experiment takes the sum of its runs"
+        )
+    return f"{backend}: the {runs} runs train side by side, so it takes about its longest run"
+
+
+def total_cost(costs: list[CostEstimate], what: str = "one per seed") -> CostEstimate:
+    """The price of several runs: money adds up; time is the longest run on Modal (they run
+    side by side) and the sum locally (they queue)."""
+    first = costs[0]
+    local = first.backend == "local"
+    combine = sum if local else max
+
+    def add(field: str) -> float:
+        return round(sum(getattr(c, field) for c in costs), 2)
+
+    return first.model_copy(
+        update={
+            "expected_s": combine(c.expected_s for c in costs),
+            "expected_high_s": combine(c.expected_high_s for c in costs),
+            "run_s": combine(c.run_s for c in costs),
+            "run_high_s": combine(c.run_high_s for c in costs),
+            "expected_usd": add("expected_usd"),
+            "expected_high_usd": add("expected_high_usd"),
+            "run_usd": add("run_usd"),
+            "run_high_usd": add("run_high_usd"),
+            "worst_case_usd": add("worst_case_usd"),
+            "basis": f"{len(costs)} runs, {what}: {first.basis}",
+        }
+    )

@@ -1,0 +1,139 @@
+"""Experiments: a spec's `sweep:` planned arm by arm, approved once for the total, refused
+before anything starts when one arm is invalid, and one experiment however many processes
+launch it with one key. Paid launches go to a double of the backend (nothing trains)."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from posttrain.core.errors import BudgetError, ConfigError
+from posttrain.runs.layout import RUN_META, read_json
+from posttrain.tools.context import Context
+from posttrain.tools.launch import human_question, launch
+from posttrain.tools.plan import plan
+from posttrain.tools.runs import get_run, list_runs
+from tests.conftest import ROOT
+from tests.doubles import PaidBackendDouble
+from tests.specs import PAID
+
+SWEEP = {"algorithm.learning_rate": [1e-5, 5e-5], "seeds": [0, 1]}
+EXPERIMENT = {**PAID, "sweep": SWEEP}
+
+
+def spend(home) -> dict[str, float]:
+    path = home / "budget.sqlite"
+    if not path.exists():
+        return {}
+    with sqlite3.connect(path) as db:
+        return dict(db.execute("SELECT run_id, reserved_usd FROM spend"))
+
+
+def started_runs(home) -> list:
+    runs = home / "runs"
+    return sorted(runs.iterdir()) if runs.is_dir() else []
+
+
+def test_plan_prices_every_arm_and_the_total_is_the_sum_of_their_runs(home):
+    one = plan(PAID).cost.worst_case_usd  # $1.95 on an L40S: both rates cost the same
+    result = plan(EXPERIMENT)
+    e = result.experiment
+    assert [a.name for a in e.arms] == ["learning_rate=1e-05", "learning_rate=5e-05"]
+    assert e.runs == 4 and e.seeds == [0, 1]
+    assert [a.cost.worst_case_usd for a in e.arms] == [round(2 * one, 2)] * 2
+    assert result.cost.worst_case_usd == round(4 * one, 2)
+    assert result.cost.expected_usd == pytest.approx(sum(a.cost.expected_usd for a in e.arms))
+    assert e.arms[0].overrides == {"algorithm.learning_rate": 1e-5}
+    assert "side by side" in e.parallel  # modal: the arms do not queue
+
+
+def test_one_question_for_the_whole_experiment_and_its_runs_name_their_arm(home):
+    backend = PaidBackendDouble()
+    ctx = Context(backends={"modal": backend})
+    asked = human_question(EXPERIMENT, ctx=ctx)
+    assert asked.startswith("Launch an experiment of 2 arms x 2 seeds = 4 runs of Qwen3-0.6B")
+    assert "learning_rate=1e-05; learning_rate=5e-05" in asked
+    result = launch(EXPERIMENT, human="approved", ctx=ctx)
+    assert result.status == "started" and result.group_id.startswith("exp-")
+    assert len(result.run_ids) == 4 and len(backend.started) == 4
+    assert result.arms == ["learning_rate=1e-05"] * 2 + ["learning_rate=5e-05"] * 2
+    meta = read_json(home / "runs" / result.run_ids[3] / RUN_META)
+    assert meta["arm"] == "learning_rate=5e-05" and meta["seed"] == 1
+    assert meta["overrides"] == {"algorithm.learning_rate": 5e-5}
+    detail = get_run(result.run_ids[3], ctx=ctx)
+    assert (detail.group_id, detail.arm, detail.seed) == (result.group_id, meta["arm"], 1)
+    listed = {r.run_id: r.arm for r in list_runs(ctx=ctx)}
+    assert listed[result.run_ids[0]] == "learning_rate=1e-05"
+    assert sum(spend(home).values()) == pytest.approx(result.cost.worst_case_usd)
+    again = launch(EXPERIMENT, human="approved", ctx=ctx)  # the same experiment: its key
+    assert again.status == "existing" and again.run_ids == result.run_ids
+    assert len(backend.started) == 4
+
+
+@pytest.mark.parametrize(
+    ("sweep", "says"),
+    [
+        ({"algorithm.learnin_rate": [1e-5]}, r"did you mean 'algorithm\.learning_rate'"),
+        (
+            {"algorithm.learning_rate": [1e-5, 7.0]},
+            r"sweep arm 'learning_rate=7' \(algorithm\.learning_rate=7\.0\): spec field "
+            r"'algorithm\.learning_rate'",
+        ),
+        ({"model": ["Qwen3-0.6B", "Qwen9-99B"]}, "sweep arm 'model=Qwen9-99B'"),
+    ],
+)
+def test_an_invalid_arm_is_refused_by_name_and_nothing_is_reserved(home, sweep, says):
+    ctx = Context(backends={"modal": PaidBackendDouble()})
+    spec = {**PAID, "sweep": sweep}
+    with pytest.raises(ConfigError, match=says):
+        plan(spec)
+    with pytest.raises(ConfigError, match=says):
+        launch(spec, human="approved", ctx=ctx)
+    assert started_runs(home) == [] and spend(home) == {}
+
+
+def test_a_total_over_the_run_cap_is_refused_for_the_experiment_as_a_whole(home, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "5")  # one run $1.95; four runs $7.80
+    ctx = Context(backends={"modal": PaidBackendDouble()})
+    assert any("the experiment's total" in w for w in plan(EXPERIMENT).warnings)
+    with pytest.raises(BudgetError, match=r"worst case \$7\.80 would pass the daily cap"):
+        launch(EXPERIMENT, human="approved", ctx=ctx)
+    assert started_runs(home) == [] and spend(home) == {}
+
+
+RACER = """
+import json, sys
+sys.path.insert(0, {root!r})
+from posttrain.tools.context import Context
+from posttrain.tools.launch import launch
+from tests.doubles import PaidBackendDouble
+ctx = Context(backends={{"modal": PaidBackendDouble(delay_s=0.3)}})
+result = launch(json.loads(sys.argv[1]), idempotency_key="one-experiment", ctx=ctx)
+print(json.dumps([result.status, result.group_id, result.run_ids]))
+"""
+
+
+@pytest.mark.slow
+def test_four_processes_launching_one_experiment_with_one_key_start_one(
+    home, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "10")  # the policy approves the $7.80
+    script = tmp_path / "racer.py"
+    script.write_text(RACER.format(root=str(ROOT)))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), json.dumps(EXPERIMENT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=180) for p in procs]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert sorted(s for s, _, _ in results) == ["existing", "existing", "existing", "started"]
+    assert len({g for _, g, _ in results}) == 1  # all four name the same experiment
+    assert len({tuple(r) for _, _, r in results}) == 1
+    assert len(started_runs(home)) == 4 and len(spend(home)) == 4
