@@ -19,6 +19,7 @@ from posttrain.cli.common import (
     emit,
     fail,
     guarded,
+    untrusted,
 )
 from posttrain.cli.runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
 
@@ -379,6 +380,9 @@ def _render_eval(outcome: dict[str, Any]) -> None:
                 f"{outcome['confirmation_token']}"
             )
         return
+    if outcome.get("experiment"):
+        _render_experiment(outcome["experiment"])
+        return
     r = outcome["result"]
     dropped = sum(v for k, v in r["dropped_contaminated"].items() if k != "duplicates")
     console.print(
@@ -419,3 +423,32 @@ def _render_eval(outcome: dict[str, Any]) -> None:
     for w in r["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {w}")
     console.print(f"[bold]verdict: {r['verdict']}[/bold]")
+
+
+def _render_experiment(e: dict[str, Any]) -> None:
+    """The arms ranked best first, each against the base and against the best: a few lines
+    an arm, which read the same in a narrow terminal and in a pipe."""
+    console.print(
+        f"[bold]{e['experiment_id']}[/bold]: {len(e['arms'])} arms on {e['tasks_used']} "
+        f"held-out tasks, ranked by {e['metric']} ({e['goal']}); evaluation noise floor "
+        f"{e['noise_floor']:.3f}",
+        highlight=False,
+    )
+    for a in e["arms"]:
+        seeds = ", ".join(f"{m:.3f}" for m in a["seed_means"])
+        console.print(
+            f"{a['rank']}. {untrusted(a['arm'])}: {e['metric']} {a['mean']:.3f} (seeds "
+            f"{seeds}; seed floor {a['seed_floor']:.3f}); against the base: "
+            f"{a['vs_base']['verdict']}",
+            highlight=False,
+        )
+        if vs := a["vs_best"]:
+            console.print(
+                f"   behind the best by {vs['delta']:.3f} (95% CI {vs['ci_low']:.3f}.."
+                f"{vs['ci_high']:.3f}; noise floor {vs['floor']:.3f}; Holm p "
+                f"{vs['p_holm']:.3g}): {'beyond' if vs['beyond_noise'] else 'within'} noise",
+                highlight=False,
+            )
+    console.print(f"verdict: {e['verdict']}", highlight=False, markup=False)
+    for w in e["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {untrusted(w)}", highlight=False)

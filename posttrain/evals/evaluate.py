@@ -86,6 +86,15 @@ class EvalResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     examples: list[dict[str, Any]] = Field(default_factory=list)
     path: str | None = None
+    # What an experiment's comparison pairs arms on (posttrain.evals.compare): never sent
+    # or stored, the per-task values are as long as the held-out set.
+    task_prompts: list[str] = Field(default_factory=list, exclude=True)
+    task_values: dict[str, list[list[float]]] = Field(
+        default_factory=dict, exclude=True, description="metric -> [seed][task] trained mean."
+    )
+    base_values: dict[str, list[float]] = Field(
+        default_factory=dict, exclude=True, description="metric -> [task] base pass 1 mean."
+    )
 
 
 def _load_rows(path: Path) -> list[dict[str, Any]]:
@@ -329,6 +338,17 @@ def evaluate_runs(
         tasks_needed=needed,
         warnings=warnings,
         examples=examples,
+        task_prompts=[str(t["prompt"]) for t in tasks],
+        task_values={
+            m.name: [[statistics.fmean(s) for s in one[m.name]] for one in trained_by_seed]
+            for m in metrics + unoptimised
+            if m.name in trained_by_seed[0]
+        },
+        base_values={
+            m.name: [statistics.fmean(s) for s in base_by_seed[0][m.name]]
+            for m in metrics + unoptimised
+            if m.name in base_by_seed[0]
+        },
     )
 
 

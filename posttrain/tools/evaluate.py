@@ -15,12 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
+from posttrain.evals.compare import ExperimentResult, compare
 from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
 from posttrain.models.catalog import gpu_prices
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
+from posttrain.tools.experiments import EXPERIMENT_ID_PREFIX
 from posttrain.tools.jobs import JobView, find_job, start_job
 
 EVAL_TIMEOUT_S = 3600  # the worst case an evaluation on Modal is approved for
@@ -33,6 +35,9 @@ class EvaluateOutcome(BaseModel):
     run_id: str
     job_id: str | None = Field(None, description="The detached job doing (or that did) it.")
     result: EvalResult | None = None
+    experiment: ExperimentResult | None = Field(
+        None, description="An experiment's comparison: its arms ranked, with the verdict."
+    )
     worst_case_usd: float = 0.0
     approved_by: str | None = None
     confirmation_token: str | None = Field(
@@ -58,12 +63,13 @@ def _cost(run_dirs: list[Path]) -> tuple[str | None, float]:
 
 
 def _runs(ctx: Context, run_or_group: str) -> list[dict[str, Any]]:
-    """The runs an id names: one run, or every seed of a group."""
+    """The runs an id names: one run, every seed of a group, or every arm x seed of an
+    experiment."""
     from posttrain.tools.groups import GROUP_ID_PREFIX, group_runs
 
     ids = (
         group_runs(ctx, run_or_group)
-        if run_or_group.startswith(GROUP_ID_PREFIX)
+        if run_or_group.startswith((GROUP_ID_PREFIX, EXPERIMENT_ID_PREFIX))
         else [run_or_group]
     )
     return [ctx.run(run_id) for run_id in ids]
@@ -78,7 +84,8 @@ def eval_question(
     gpu, worst = _cost([Path(r["run_dir"]) for r in rows])
     if gpu is None or who_approves(worst, confirmation_token, BudgetPolicy.load()):
         return None
-    what = f"the {len(rows)} runs of group {run_id}" if len(rows) > 1 else run_id
+    kind = "experiment" if run_id.startswith(EXPERIMENT_ID_PREFIX) else "group"
+    what = f"the {len(rows)} runs of {kind} {run_id}" if len(rows) > 1 else run_id
     return (
         f"Evaluate {what} on Modal ({gpu}, base and trained passes on the held-out tasks) "
         f"for up to {EVAL_TIMEOUT_S // 60} min each: at most ${worst:.2f}?"
@@ -111,6 +118,8 @@ def _authorize(
     """Check the runs can be evaluated and approve the spend: (who approved, worst case),
     or the outcome that stops here (declined, or a token for the human)."""
     rows = _runs(ctx, run_id)
+    if run_id.startswith(EXPERIMENT_ID_PREFIX):  # a failed arm does not stop the others
+        rows = [r for r in rows if r["status"] not in ("failed", "cancelled")]
     for row in rows:
         if row["status"] != "succeeded":
             raise ConfigError(
@@ -225,15 +234,13 @@ def run_evaluation(
 ) -> EvaluateOutcome:
     """The evaluation itself, its spend already approved."""
     rows = _runs(ctx, run_id)
+    if run_id.startswith(EXPERIMENT_ID_PREFIX):
+        return _run_experiment(
+            run_id, rows, k, base_passes, max_tasks, threshold, seed, approved_by,
+            worst_case_usd, ctx, progress,
+        )  # fmt: skip
     run_dirs = [Path(r["run_dir"]) for r in rows]
-    gpu, _ = _cost(run_dirs)
-    if gpu is not None:
-        generators = [
-            ctx.backend(r["backend"]).generator(d, gpu, EVAL_TIMEOUT_S)  # type: ignore[attr-defined]
-            for r, d in zip(rows, run_dirs, strict=True)
-        ]
-    else:
-        generators = [_local_generate(d) for d in run_dirs]
+    generators = _generators(ctx, rows, run_dirs)
     result = evaluate_runs(
         run_dirs,
         generators,
@@ -254,6 +261,79 @@ def run_evaluation(
         worst_case_usd=worst_case_usd,
         approved_by=approved_by,
         message=f"{run_id}: {result.verdict}",
+    )
+
+
+def _generators(ctx: Context, rows: list[dict[str, Any]], run_dirs: list[Path]) -> list[Any]:
+    gpu, _ = _cost(run_dirs)
+    if gpu is None:
+        return [_local_generate(d) for d in run_dirs]
+    return [
+        ctx.backend(r["backend"]).generator(d, gpu, EVAL_TIMEOUT_S)  # type: ignore[attr-defined]
+        for r, d in zip(rows, run_dirs, strict=True)
+    ]
+
+
+def _run_experiment(
+    experiment_id: str,
+    rows: list[dict[str, Any]],
+    k: int,
+    base_passes: int,
+    max_tasks: int,
+    threshold: float | None,
+    seed: int,
+    approved_by: str,
+    worst_case_usd: float,
+    ctx: Context,
+    progress: Any = None,
+) -> EvaluateOutcome:
+    """Each arm evaluated as a group of its seeds on the same held-out tasks, then the arms
+    compared (posttrain.evals.compare). Each run keeps its arm's evaluation."""
+    skipped = [f"{r['run_id']} ({r['status']})" for r in rows if r["status"] != "succeeded"]
+    rows = [r for r in rows if r["status"] == "succeeded"]
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:  # in the experiment's order: arm, then seed
+        by_arm.setdefault(read_json(Path(row["run_dir"]) / RUN_META).get("arm") or "?", []).append(
+            row
+        )
+    meta = read_json(Path(rows[0]["run_dir"]) / RUN_META)
+    metric = meta.get("metric") or {}
+    report = progress or (lambda done, total, message: None)
+    evaluated = []
+    for i, (arm, arm_rows) in enumerate(by_arm.items()):
+        report(i, len(by_arm) + 1, f"evaluating arm {arm} ({len(arm_rows)} run(s))")
+        run_dirs = [Path(r["run_dir"]) for r in arm_rows]
+        result = evaluate_runs(
+            run_dirs,
+            _generators(ctx, arm_rows, run_dirs),
+            group_id=f"{experiment_id} [{arm}]",
+            k=k,
+            base_passes=base_passes,
+            max_tasks=max_tasks,
+            threshold=threshold,
+            seed=seed,
+        )
+        for d in run_dirs:
+            store(d, result)
+        overrides = read_json(run_dirs[0] / RUN_META).get("overrides") or {}
+        evaluated.append((arm, overrides, result))
+    report(len(by_arm), len(by_arm) + 1, "comparing the arms")
+    compared = compare(
+        experiment_id,
+        evaluated,
+        metric=metric.get("name", "reward"),
+        goal=metric.get("goal", "maximize"),
+        seed=seed,
+    )
+    if skipped:
+        compared.warnings.insert(0, f"not evaluated, they did not succeed: {', '.join(skipped)}")
+    return EvaluateOutcome(
+        status="done",
+        run_id=experiment_id,
+        experiment=compared,
+        worst_case_usd=worst_case_usd,
+        approved_by=approved_by,
+        message=f"{experiment_id}: {compared.verdict}",
     )
 
 
