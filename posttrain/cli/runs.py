@@ -73,14 +73,20 @@ def launch_command(
     """Launch (or smoke), asking the human at the terminal when one is there."""
     from posttrain.tools.context import Context
     from posttrain.tools.groups import GroupPlan
-    from posttrain.tools.launch import as_group, human_question, launch, smoke_resolve, with_dry_run
+    from posttrain.tools.launch import (
+        as_group,
+        human_question,
+        launch,
+        smoke_resolve_any,
+        with_dry_run,
+    )
     from posttrain.tools.resolve import resolve
 
     def body() -> Any:
         ctx = Context()
         group = parse_seeds(seeds)
         if smoke_steps is not None:
-            plan, dry = smoke_resolve(spec, smoke_steps, smoke_backend, ctx)
+            plan, dry = smoke_resolve_any(spec, smoke_steps, smoke_backend, ctx)
         elif isinstance(grouped := as_group(spec, group, ctx, key), GroupPlan):
             plan, dry = grouped, None  # a group of seeds, or an experiment's arms x seeds
         else:

@@ -44,7 +44,13 @@ from posttrain.tools.evaluate import EvaluateOutcome, eval_question, start_evalu
 from posttrain.tools.experiments import resolve_experiment
 from posttrain.tools.export import ExportOutcome, start_export
 from posttrain.tools.groups import resolve_group
-from posttrain.tools.launch import LaunchResult, human_question, launch, smoke_resolve, with_dry_run
+from posttrain.tools.launch import (
+    LaunchResult,
+    human_question,
+    launch,
+    smoke_resolve_any,
+    with_dry_run,
+)
 from posttrain.tools.plan import PlanResult, plan
 from posttrain.tools.resolve import resolve
 from posttrain.tools.reward_check import RewardCheck, check_reward
@@ -114,7 +120,9 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
     def smoke_plan_of(spec: SpecArg, steps: int, backend: str) -> Any:
         return plans.get(
             ("smoke", spec, steps, backend),
-            lambda: smoke_resolve(spec_of(spec), steps, backend, rc),
+            lambda: smoke_resolve_any(
+                spec if experiment_of(spec) else spec_of(spec), steps, backend, rc, roots
+            ),
         )
 
     # -- approval ------------------------------------------------------------------------
@@ -297,6 +305,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         backend modal runs the real model for a few steps, which costs money and asks your
         human first. Returns a run id within seconds; then poll get_run until it ends (it
         says what the dry run proved and could not) and read sample_traces before a launch.
+        An experiment (a spec with `sweep:`) gets one smoke run per distinct spec its arms
+        make (arms differing only in what a dry run cuts, such as the learning rate, share one).
         """
 
         def body() -> LaunchResult:

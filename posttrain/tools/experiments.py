@@ -21,7 +21,7 @@ from typing import Any
 from posttrain.core.errors import ConfigError
 from posttrain.spec.schema import MAX_NAME
 from posttrain.spec.sweep import MAX_RUNS, Metric, Sweep
-from posttrain.tools.groups import GroupPlan
+from posttrain.tools.groups import GroupPlan, new_group_id
 from posttrain.tools.resolve import resolve
 from posttrain.tools.sweeps import (
     ArmPlan,
@@ -115,3 +115,36 @@ def experiment_plan(group: GroupPlan) -> ExperimentPlan:
         metric=Metric(**(group.metric or {})),
         parallel=parallel_text(group.plans[0].backend, len(group.plans)),
     )
+
+
+def smoke_experiment(
+    base: dict[str, Any],
+    sweep: Sweep,
+    smoke: Any,
+    ctx: Any,
+    roots: list[Path] | None = None,
+) -> tuple[GroupPlan, Any]:
+    """The dry run of an experiment: one smoke run for each distinct spec the arms make
+    (arms that differ only in what a dry run cuts, such as the learning rate or the steps,
+    share one; a model, data, template, reward or adapter change gets its own). `smoke(spec)`
+    cuts one spec into its smoke spec and what its dry run proves (launch.smoke_plan)."""
+    distinct: dict[str, tuple[Any, Any]] = {}
+    for arm, spec in experiment_arms(base, sweep, roots):
+        distinct.setdefault(spec.dry_run_key, (arm, spec))
+    plans, names, overrides, dry = [], [], [], None
+    for arm, spec in distinct.values():
+        cut, dry = checked(arm, lambda spec=spec: smoke(spec))
+        plans.append(checked(arm, lambda cut=cut: resolve(cut, ctx)))
+        names.append(arm.name)
+        overrides.append(arm.overrides)
+    return GroupPlan(
+        group_id=new_group_id(),
+        seeds=[plans[0].spec.algorithm.seed],
+        plans=plans,
+        key="smoke:" + experiment_key(base, sweep, sweep.seeds),
+        explicit_key=False,
+        cost=total_cost([p.cost for p in plans], "one per distinct arm"),
+        arms=names,
+        overrides=overrides,
+        metric=sweep.metric.model_dump(),
+    ), dry

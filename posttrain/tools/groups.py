@@ -85,7 +85,8 @@ def group_question(group: GroupPlan) -> str:
     if group.arms:
         names = list(dict.fromkeys(group.arms))
         what = (
-            f"an experiment of {len(names)} arms x {len(group.seeds)} seeds = "
+            f"an experiment of {len(names)} arms x {len(group.seeds)} "
+            f"seed{'s' if len(group.seeds) > 1 else ''} = "
             f"{len(group.plans)} runs of {spec.model.name} ({spec.algorithm.kind}, {steps} "
             f"steps; arms {'; '.join(names)}; seeds {seeds}), each on {gpu}"
         )
@@ -98,7 +99,18 @@ def group_question(group: GroupPlan) -> str:
         asked = f"{price} Launch {what} anyway, for at most ${cost.worst_case_usd:.2f} in all?"
     else:
         asked = f"Launch {what} for up to {cost.timeout_s / 60:.0f} min: {price}?"
-    return f"{asked} {group.plans[0].dry_run_status or ''}".rstrip()
+    said = {}  # each distinct dry-run status once; an experiment's arms may differ
+    for i, plan in enumerate(group.plans):
+        if plan.dry_run_status:
+            arm = group.arms[i] if group.arms else None
+            said.setdefault(plan.dry_run_status, []).append(arm)
+    if len(said) > 1:
+        dry = " ".join(
+            f"{', '.join(dict.fromkeys(a for a in arms if a))}: {s}" for s, arms in said.items()
+        )
+    else:
+        dry = next(iter(said), "")
+    return f"{asked} {dry}".rstrip()
 
 
 def group_runs(ctx: Any, group_id: str) -> list[str]:
@@ -140,7 +152,8 @@ def launch_group(
         "seeds": group.seeds,
         "arms": group.arms,
     }
-    kind = "experiment" if group.arms else "group"
+    # an experiment's runs, or its dry runs (one group of one run per distinct arm)
+    kind = "experiment" if group.group_id.startswith("exp-") else "group"
     if found := existing_group(ctx, group):
         group_id = read_json(ctx.root / found[0] / RUN_META).get("group_id")
         return result_type(

@@ -9,6 +9,7 @@ backend outside the lock, and recorded (posttrain.runs.backend). The same idempo
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -28,7 +29,7 @@ from posttrain.tools.approval import (
 )
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
-from posttrain.tools.experiments import resolve_experiment
+from posttrain.tools.experiments import resolve_experiment, smoke_experiment
 from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_group
 from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate
@@ -261,8 +262,25 @@ def smoke_run(
     ctx: Context | None = None,
 ) -> LaunchResult:
     """A proof step then a few steps of the same spec (local and free by default; locally, a
-    real model's spec runs as its dry run on a stand-in)."""
+    real model's spec runs as its dry run on a stand-in; an experiment, one per distinct spec
+    its arms make)."""
     ctx = ctx or Context()
-    plan, dry = smoke_resolve(spec, steps, backend, ctx)
+    plan, dry = smoke_resolve_any(spec, steps, backend, ctx)
     result = launch(plan, confirmation_token=confirmation_token, human=human, ctx=ctx)
     return with_dry_run(result, dry)
+
+
+def smoke_resolve_any(
+    spec: RunSpec | dict[str, Any] | str,
+    steps: int = SMOKE_STEPS,
+    backend: str = "local",
+    ctx: Context | None = None,
+    roots: list[Path] | None = None,
+) -> tuple[RunPlan | GroupPlan, DryRunPlan | None]:
+    """smoke_resolve, or for an experiment the group of its distinct arms' smoke runs."""
+    ctx = ctx or Context()
+    if found := sweep_of(spec):
+        return smoke_experiment(
+            *found, lambda one: smoke_plan(one, steps, backend), ctx, roots
+        )  # fmt: skip
+    return smoke_resolve(spec, steps, backend, ctx)

@@ -12,12 +12,12 @@ import pytest
 from posttrain.core.errors import BudgetError, ConfigError
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.context import Context
-from posttrain.tools.launch import human_question, launch
+from posttrain.tools.launch import human_question, launch, smoke_run
 from posttrain.tools.plan import plan
 from posttrain.tools.runs import get_run, list_runs
-from tests.conftest import ROOT
+from tests.conftest import ROOT, kill_leftover_runs, wait_finished
 from tests.doubles import PaidBackendDouble
-from tests.specs import PAID
+from tests.specs import PAID, tiny
 
 SWEEP = {"algorithm.learning_rate": [1e-5, 5e-5], "seeds": [0, 1]}
 EXPERIMENT = {**PAID, "sweep": SWEEP}
@@ -101,6 +101,27 @@ def test_a_total_over_the_run_cap_is_refused_for_the_experiment_as_a_whole(home,
     with pytest.raises(BudgetError, match=r"worst case \$7\.80 would pass the daily cap"):
         launch(EXPERIMENT, human="approved", ctx=ctx)
     assert started_runs(home) == [] and spend(home) == {}
+
+
+TINY_EXPERIMENT = {**tiny(), "sweep": {"algorithm.learning_rate": [1e-3, 0.0], "seeds": [0, 1]}}
+
+
+@pytest.mark.slow
+def test_an_experiments_dry_run_proves_each_distinct_spec_its_arms_make_once(home):
+    ctx = Context()
+    rates = smoke_run(TINY_EXPERIMENT, steps=1, ctx=ctx)  # the rate is cut by a dry run anyway
+    assert rates.status == "started" and len(rates.run_ids) == 1
+    rewards = {**TINY_EXPERIMENT, "sweep": {"reward": ["rhyme", "rhyme_relevance"]}}
+    both = smoke_run(rewards, steps=1, ctx=ctx)  # a reward change must be proven on its own
+    assert both.arms == ["reward=rhyme", "reward=rhyme_relevance"] and len(both.run_ids) == 2
+    try:
+        for run_id in rates.run_ids + both.run_ids:
+            assert wait_finished(run_id, 300, ctx=ctx).status == "succeeded"
+    finally:
+        kill_leftover_runs(home)
+    specs = [read_json(home / "runs" / r / "spec.json") for r in both.run_ids]
+    assert [s["reward"]["name"] for s in specs] == ["rhyme", "rhyme_relevance"]
+    assert all(s["algorithm"]["steps"] == 2 for s in specs)  # a proof step and one more
 
 
 RACER = """
