@@ -239,21 +239,9 @@ def run_evaluation(
             run_id, rows, k, base_passes, max_tasks, threshold, seed, approved_by,
             worst_case_usd, ctx, progress,
         )  # fmt: skip
-    run_dirs = [Path(r["run_dir"]) for r in rows]
-    generators = _generators(ctx, rows, run_dirs)
-    result = evaluate_runs(
-        run_dirs,
-        generators,
-        group_id=run_id if len(run_dirs) > 1 or run_id != run_dirs[0].name else None,
-        k=k,
-        base_passes=base_passes,
-        max_tasks=max_tasks,
-        threshold=threshold,
-        seed=seed,
-        progress=progress,
-    )
-    for d in run_dirs:
-        store(d, result)
+    group_id = run_id if len(rows) > 1 or run_id != rows[0]["run_id"] else None
+    options = {"k": k, "base_passes": base_passes, "max_tasks": max_tasks, "seed": seed}
+    result = _evaluated(ctx, rows, group_id, options, threshold, progress)
     return EvaluateOutcome(
         status="done",
         run_id=run_id,
@@ -264,14 +252,31 @@ def run_evaluation(
     )
 
 
-def _generators(ctx: Context, rows: list[dict[str, Any]], run_dirs: list[Path]) -> list[Any]:
+def _evaluated(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    group_id: str | None,
+    options: dict[str, int],
+    threshold: float | None,
+    progress: Any = None,
+) -> EvalResult:
+    """These runs evaluated together (a run, a group's seeds, an experiment's arm), on this
+    machine or on their GPU, and the result stored with each."""
+    run_dirs = [Path(r["run_dir"]) for r in rows]
     gpu, _ = _cost(run_dirs)
     if gpu is None:
-        return [_local_generate(d) for d in run_dirs]
-    return [
-        ctx.backend(r["backend"]).generator(d, gpu, EVAL_TIMEOUT_S)  # type: ignore[attr-defined]
-        for r, d in zip(rows, run_dirs, strict=True)
-    ]
+        generators = [_local_generate(d) for d in run_dirs]
+    else:
+        generators = [
+            ctx.backend(r["backend"]).generator(d, gpu, EVAL_TIMEOUT_S)  # type: ignore[attr-defined]
+            for r, d in zip(rows, run_dirs, strict=True)
+        ]
+    result = evaluate_runs(
+        run_dirs, generators, group_id=group_id, threshold=threshold, progress=progress, **options
+    )
+    for d in run_dirs:
+        store(d, result)
+    return result
 
 
 def _run_experiment(
@@ -302,20 +307,9 @@ def _run_experiment(
     evaluated = []
     for i, (arm, arm_rows) in enumerate(by_arm.items()):
         report(i, len(by_arm) + 1, f"evaluating arm {arm} ({len(arm_rows)} run(s))")
-        run_dirs = [Path(r["run_dir"]) for r in arm_rows]
-        result = evaluate_runs(
-            run_dirs,
-            _generators(ctx, arm_rows, run_dirs),
-            group_id=f"{experiment_id} [{arm}]",
-            k=k,
-            base_passes=base_passes,
-            max_tasks=max_tasks,
-            threshold=threshold,
-            seed=seed,
-        )
-        for d in run_dirs:
-            store(d, result)
-        overrides = read_json(run_dirs[0] / RUN_META).get("overrides") or {}
+        options = {"k": k, "base_passes": base_passes, "max_tasks": max_tasks, "seed": seed}
+        result = _evaluated(ctx, arm_rows, f"{experiment_id} [{arm}]", options, threshold)
+        overrides = read_json(Path(arm_rows[0]["run_dir"]) / RUN_META).get("overrides") or {}
         evaluated.append((arm, overrides, result))
     report(len(by_arm), len(by_arm) + 1, "comparing the arms")
     compared = compare(
