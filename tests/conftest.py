@@ -235,6 +235,7 @@ SLOW_FIRST = (
     # 2026-12-03): the last modules to start should be short. test_real_model.py (66 s for its
     # export test) started last in alphabetical order and kept a core idle for ~55 s.
     "test_forkserver.py",
+    "test_experiment_mcp.py",  # four tiny runs queued, then an experiment's evaluation
     "test_real_model.py",
     "test_hostile.py",
     "test_environments.py",
