@@ -40,6 +40,7 @@ from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.http import is_loopback
 from posttrain.tools import runs as tools
 from posttrain.tools.context import Context
+from posttrain.tools.experiments import experiment_view
 
 log = logging.getLogger("posttrain.dashboard")
 TOKEN_ENV = "POSTTRAIN_DASHBOARD_TOKEN"
@@ -140,6 +141,29 @@ def build_app(
             live=values["d"].status not in FINAL_STATUSES,
         )
 
+    def experiment_page(request: Request) -> Response:
+        view = experiment_view(request.path_params["experiment_id"], rc)
+        curves: dict[str, list[tuple[int, float]]] = {}
+        bands = {}
+        for arm in view.arms:  # one curve an arm: the seeds' mean by step, their range shaded
+            by_step: dict[int, list[float]] = {}
+            for run in arm.runs:
+                metrics = tools.get_run(run.run_id, verbose=True, ctx=rc).metrics or []
+                for step, value in metric_series(metrics, "reward")["reward"]:
+                    by_step.setdefault(step, []).append(value)
+            steps = sorted(by_step)
+            curves[arm.name] = [(s, sum(by_step[s]) / len(by_step[s])) for s in steps]
+            bands[arm.name] = (
+                [(s, min(by_step[s])) for s in steps],
+                [(s, max(by_step[s])) for s in steps],
+            )
+        chart = svg_chart(
+            curves, "reward per step: each arm's seeds (mean, range)", chart_id="arms-chart",
+            bands=bands,
+        )  # fmt: skip
+        live = any(r.status not in FINAL_STATUSES for a in view.arms for r in a.runs)
+        return page("experiment.html", e=view, chart=chart, c=view.comparison, live=live)
+
     def summary_fragment(request: Request) -> Response:
         return page("run_summary.html", **summary_values(request.path_params["run_id"]))
 
@@ -191,6 +215,7 @@ def build_app(
         Route("/", runs_page),
         Route("/fragments/runs", runs_fragment),
         Route("/runs/{run_id}", run_page),
+        Route("/experiments/{experiment_id}", experiment_page),
         Route("/fragments/runs/{run_id}/summary", summary_fragment),
         Route("/runs/{run_id}/reward.png", reward_png),
         Route("/api/runs", api_runs),

@@ -32,13 +32,22 @@ def _bounds(series: Series) -> tuple[int, int, float, float]:
 
 
 def svg_chart(
-    series: Series, title: str, width: int = 640, height: int = 220, chart_id: str = ""
+    series: Series,
+    title: str,
+    width: int = 640,
+    height: int = 220,
+    chart_id: str = "",
+    bands: dict[str, tuple[list[tuple[int, float]], list[tuple[int, float]]]] | None = None,
 ) -> str:
-    """An SVG line chart; the first series gets one <circle class="pt"> per point."""
+    """An SVG line chart; the first series gets one <circle class="pt"> per point. `bands`:
+    a series' spread (its lows and highs by step, e.g. across seeds), shaded behind it."""
     series = _clean(series)
     if not any(series.values()):
         return f'<p class="empty">{escape(title)}: no data yet</p>'
-    x0, x1, lo, hi = _bounds(series)
+    bands = {name: (lows, highs) for name, (lows, highs) in (bands or {}).items() if lows}
+    x0, x1, lo, hi = _bounds(
+        {**series, **{f"{n} {i}": b[i] for n, b in bands.items() for i in (0, 1)}}
+    )
     left, right, top, bottom = 52, 12, 24, 28
     plot_w, plot_h = width - left - right, height - top - bottom
 
@@ -66,6 +75,14 @@ def svg_chart(
         colour = COLOURS[i % len(COLOURS)]
         if not points:
             continue
+        if name in bands:  # lows left to right, then highs back: one closed shape
+            lows, highs = bands[name]
+            outline = [*lows, *reversed(highs)]
+            shape = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in outline)
+            parts.append(
+                f'<polygon points="{shape}" fill="{colour}" fill-opacity="0.15" stroke="none" '
+                f'class="band" data-name="{escape(name)}"/>'
+            )
         coords = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in points)
         parts.append(
             f'<polyline points="{coords}" fill="none" stroke="{colour}" '

@@ -23,6 +23,9 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import ConfigError
 from posttrain.evals import stats
 from posttrain.evals.evaluate import EvalResult
+from posttrain.runs.layout import read_json, write_json_atomic
+
+COMPARISON = "evaluations/experiment.json"  # in each compared run: its experiment's latest
 
 
 class Difference(BaseModel):
@@ -209,3 +212,15 @@ def _metric(result: EvalResult, name: str) -> Any:
         if m.name == name:
             return m
     raise ConfigError(f"metric '{name}' is not in the evaluation of {result.run_id}")
+
+
+def store_comparison(run_dirs: list[Any], result: ExperimentResult) -> None:
+    """Keep the comparison with every run it compared (the latest replaces the one before)."""
+    for run_dir in run_dirs:
+        write_json_atomic(run_dir / COMPARISON, result.model_dump(mode="json"))
+
+
+def stored_comparison(run_dir: Any) -> dict[str, Any] | None:
+    """The latest comparison a run was part of, or None."""
+    path = run_dir / COMPARISON
+    return read_json(path) if path.is_file() else None

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
-from posttrain.evals.compare import ExperimentResult, compare
+from posttrain.evals.compare import ExperimentResult, compare, store_comparison
 from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
 from posttrain.models.catalog import gpu_prices
 from posttrain.runs.layout import RUN_META, read_json
@@ -321,6 +321,7 @@ def _run_experiment(
     )
     if skipped:
         compared.warnings.insert(0, f"not evaluated, they did not succeed: {', '.join(skipped)}")
+    store_comparison([Path(r["run_dir"]) for r in rows], compared)
     return EvaluateOutcome(
         status="done",
         run_id=experiment_id,

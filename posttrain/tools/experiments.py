@@ -18,11 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from posttrain.core.errors import ConfigError
+from posttrain.evals.compare import stored_comparison
+from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.schema import MAX_NAME
 from posttrain.spec.sweep import MAX_RUNS, Metric, Sweep
-from posttrain.tools.groups import GroupPlan, new_group_id
+from posttrain.tools.groups import GroupPlan, group_runs, new_group_id
 from posttrain.tools.resolve import resolve
+from posttrain.tools.run_models import RunSummary
+from posttrain.tools.runs import list_runs
 from posttrain.tools.sweeps import (
     ArmPlan,
     ExperimentPlan,
@@ -148,3 +154,42 @@ def smoke_experiment(
         overrides=overrides,
         metric=sweep.metric.model_dump(),
     ), dry
+
+
+class ArmView(BaseModel):
+    name: str
+    overrides: dict[str, Any]
+    runs: list[RunSummary] = Field(description="The arm's runs, by seed.")
+
+
+class ExperimentView(BaseModel):
+    experiment_id: str
+    arms: list[ArmView] = Field(description="In the sweep's order.")
+    comparison: dict[str, Any] | None = Field(
+        None, description="The latest evaluate of the experiment (evals.compare), or None."
+    )
+
+
+def experiment_view(experiment_id: str, ctx: Any) -> ExperimentView:
+    """An experiment's arms, their runs and its latest comparison: what the dashboard shows."""
+    if not experiment_id.startswith(EXPERIMENT_ID_PREFIX):
+        raise ConfigError(f"'{experiment_id}' is not an experiment id (exp-...)")
+    order = group_runs(ctx, experiment_id)  # arm, then seed; raises for an unknown id
+    summaries = {r.run_id: r for r in list_runs(limit=1000, ctx=ctx, group_id=experiment_id)}
+    arms: dict[str, ArmView] = {}
+    comparison = None
+    for run_id in order:
+        run_dir = ctx.root / run_id
+        meta = read_json(run_dir / RUN_META)
+        name = meta.get("arm") or "?"
+        arm = arms.setdefault(
+            name, ArmView(name=name, overrides=meta.get("overrides") or {}, runs=[])
+        )
+        if run_id in summaries:
+            arm.runs.append(summaries[run_id])
+        found = stored_comparison(run_dir)
+        if found and found.get("experiment_id") == experiment_id and comparison is None:
+            comparison = found
+    return ExperimentView(
+        experiment_id=experiment_id, arms=list(arms.values()), comparison=comparison
+    )
