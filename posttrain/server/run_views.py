@@ -135,7 +135,8 @@ def register_run_views(
     )
     async def cancel_run(run_id: RunId) -> CancelResult:
         """Stop a run after its current step (killed if it does not stop within 20 s) and
-        report whether it really stopped. Only when your human asked for it."""
+        report whether it really stopped. A group or experiment id (grp-..., exp-...) stops
+        every run of it, the queued first. Only when your human asked for it."""
         return await call(lambda: run_tools.cancel_run(run_id, ctx=rc))
 
     # -- resources -----------------------------------------------------------------------

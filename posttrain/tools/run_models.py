@@ -143,10 +143,13 @@ class TracePage(BaseModel):
 
 
 class CancelResult(BaseModel):
-    run_id: str
-    stopped: bool
+    run_id: str = Field(description="The run, or the group or experiment, cancelled.")
+    stopped: bool = Field(description="Every process of it is gone (a group: of every run).")
     how: str
     status: str
+    runs: list[CancelResult] = Field(
+        default_factory=list, description="A group's or an experiment's runs, each cancelled."
+    )
 
 
 class Stage(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from posttrain.core.errors import ConfigError, NotFoundError
-from posttrain.runs.layout import FINAL_STATUSES, SPEC, read_json
+from posttrain.runs.layout import FINAL_STATUSES, RUN_META, SPEC, read_json
 from posttrain.tools import trace_page
 from posttrain.tools.context import Context, is_stalled
 from posttrain.tools.health import dry_run_summary, evaluation_summary, run_health
@@ -321,8 +321,28 @@ def sample_traces(
 def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -> CancelResult:
     """Stop a run and report whether it really stopped: every process of the run is gone
     afterwards, whatever status the index held (a run marked final whose trainer went on is
-    stopped too)."""
+    stopped too). A group or experiment id cancels each of its runs, the queued first, so
+    none starts while the others stop."""
     ctx = ctx or Context()
+    if run_id.startswith(("grp-", "exp-")):
+        ctx.refresh()
+        ids = ctx.index.group_runs(run_id)  # by seed; an experiment's by arm first
+        meta = {r: read_json(ctx.root / r / RUN_META) for r in ids}
+        ids.sort(key=lambda r: (meta[r].get("arm_index", 0), meta[r].get("seed", 0)))
+        if not ids:
+            raise NotFoundError(f"no group or experiment '{run_id}'; list runs with list_runs")
+        queued_first = sorted(ids, key=lambda r: ctx.run(r)["status"] != "queued")
+        done = {r: cancel_run(r, grace_s, ctx) for r in queued_first}
+        every = [done[r] for r in ids]
+        stopped = all(c.stopped for c in every)
+        statuses = sorted({c.status for c in every})
+        return CancelResult(
+            run_id=run_id,
+            stopped=stopped,
+            how=f"{len(every)} runs: {', '.join(c.how for c in every)}",
+            status=", ".join(statuses),
+            runs=every,
+        )
     row = ctx.run(run_id)
     backend = ctx.backend(row["backend"] or "local")
     run_dir = Path(row["run_dir"])

@@ -14,7 +14,7 @@ from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.context import Context
 from posttrain.tools.launch import human_question, launch, smoke_run
 from posttrain.tools.plan import plan
-from posttrain.tools.runs import get_run, list_runs
+from posttrain.tools.runs import cancel_run, get_run, list_runs
 from tests.conftest import ROOT, kill_leftover_runs, wait_finished
 from tests.doubles import PaidBackendDouble
 from tests.specs import PAID, tiny
@@ -122,6 +122,23 @@ def test_an_experiments_dry_run_proves_each_distinct_spec_its_arms_make_once(hom
     specs = [read_json(home / "runs" / r / "spec.json") for r in both.run_ids]
     assert [s["reward"]["name"] for s in specs] == ["rhyme", "rhyme_relevance"]
     assert all(s["algorithm"]["steps"] == 2 for s in specs)  # a proof step and one more
+
+
+@pytest.mark.slow
+def test_cancelling_an_experiment_stops_every_run_the_queued_first(home):
+    ctx = Context()
+    started = launch(
+        {**TINY_EXPERIMENT, "algorithm": {**tiny()["algorithm"], "steps": 400}}, ctx=ctx
+    )
+    try:
+        assert len(started.run_ids) == 4  # one trains, three queue (one trainer at a time)
+        result = cancel_run(started.group_id, grace_s=10, ctx=ctx)
+    finally:
+        kill_leftover_runs(home)
+    assert result.stopped and [c.run_id for c in result.runs] == started.run_ids
+    assert {c.status for c in result.runs} == {"cancelled"} and result.status == "cancelled"
+    later = {r.run_id: r.status for r in list_runs(ctx=ctx)}
+    assert all(later[r] == "cancelled" for r in started.run_ids)  # none started after
 
 
 RACER = """
