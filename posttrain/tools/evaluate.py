@@ -234,13 +234,11 @@ def run_evaluation(
 ) -> EvaluateOutcome:
     """The evaluation itself, its spend already approved."""
     rows = _runs(ctx, run_id)
-    if run_id.startswith(EXPERIMENT_ID_PREFIX):
-        return _run_experiment(
-            run_id, rows, k, base_passes, max_tasks, threshold, seed, approved_by,
-            worst_case_usd, ctx, progress,
-        )  # fmt: skip
-    group_id = run_id if len(rows) > 1 or run_id != rows[0]["run_id"] else None
     options = {"k": k, "base_passes": base_passes, "max_tasks": max_tasks, "seed": seed}
+    spent = {"approved_by": approved_by, "worst_case_usd": worst_case_usd}
+    if run_id.startswith(EXPERIMENT_ID_PREFIX):
+        return _run_experiment(run_id, rows, options, threshold, spent, ctx, progress)
+    group_id = run_id if len(rows) > 1 or run_id != rows[0]["run_id"] else None
     result = _evaluated(ctx, rows, group_id, options, threshold, progress)
     return EvaluateOutcome(
         status="done",
@@ -282,13 +280,9 @@ def _evaluated(
 def _run_experiment(
     experiment_id: str,
     rows: list[dict[str, Any]],
-    k: int,
-    base_passes: int,
-    max_tasks: int,
+    options: dict[str, int],
     threshold: float | None,
-    seed: int,
-    approved_by: str,
-    worst_case_usd: float,
+    spent: dict[str, Any],
     ctx: Context,
     progress: Any = None,
 ) -> EvaluateOutcome:
@@ -307,7 +301,6 @@ def _run_experiment(
     evaluated = []
     for i, (arm, arm_rows) in enumerate(by_arm.items()):
         report(i, len(by_arm) + 1, f"evaluating arm {arm} ({len(arm_rows)} run(s))")
-        options = {"k": k, "base_passes": base_passes, "max_tasks": max_tasks, "seed": seed}
         result = _evaluated(ctx, arm_rows, f"{experiment_id} [{arm}]", options, threshold)
         overrides = read_json(Path(arm_rows[0]["run_dir"]) / RUN_META).get("overrides") or {}
         evaluated.append((arm, overrides, result))
@@ -317,7 +310,7 @@ def _run_experiment(
         evaluated,
         metric=metric.get("name", "reward"),
         goal=metric.get("goal", "maximize"),
-        seed=seed,
+        seed=options["seed"],
     )
     if skipped:
         compared.warnings.insert(0, f"not evaluated, they did not succeed: {', '.join(skipped)}")
@@ -326,9 +319,8 @@ def _run_experiment(
         status="done",
         run_id=experiment_id,
         experiment=compared,
-        worst_case_usd=worst_case_usd,
-        approved_by=approved_by,
         message=f"{experiment_id}: {compared.verdict}",
+        **spent,
     )
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
-from tests.conftest import free_port, kill_leftover_runs, wait_finished, wait_for
+from tests.conftest import free_port, kill_leftover_runs, wait_finished
+from tests.dashboard.conftest import dashboard, status_of
 
 pytestmark = pytest.mark.slow
 
@@ -59,29 +60,9 @@ def site(tmp_path_factory):
         run_id = launch(SPEC).run_id
         assert wait_finished(run_id, 300).status == "succeeded"
         evaluate(run_id, k=2, max_tasks=20)
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "posttrain.cli", "dashboard", "--port", str(port)],
-            env={**os.environ, "POSTTRAIN_HOME": str(home)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _status(url + "/") == 200, timeout_s=30, every_s=0.3)
-        yield url, home, run_id
-        server.terminate()
-        server.wait(10)
+        with dashboard(home) as url:
+            yield url, home, run_id
         kill_leftover_runs(home)
-
-
-def _status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return None
 
 
 def _body(url: str) -> str:
@@ -143,11 +124,11 @@ def test_a_supervisor_sees_the_run_its_curve_and_its_real_samples(site, tmp_path
 
 def test_an_unknown_run_is_a_404_page_not_a_traceback(site):
     url, _, _ = site
-    assert _status(url + "/runs/run-000000-000000-dead") == 404
+    assert status_of(url + "/runs/run-000000-000000-dead") == 404
     body = _body(url + "/runs/run-000000-000000-dead")
     assert "Not found" in body and "no run" in body and "Traceback" not in body
-    assert _status(url + "/runs/NOT%20A%20RUN") == 404
-    assert _status(url + "/?status=exploded") == 404
+    assert status_of(url + "/runs/NOT%20A%20RUN") == 404
+    assert status_of(url + "/?status=exploded") == 404
 
 
 @pytest.mark.parametrize(
@@ -165,7 +146,7 @@ def test_an_unknown_run_is_a_404_page_not_a_traceback(site):
 def test_no_path_outside_the_runs_home_can_be_read(site, path):
     url, _, _ = site
     body = _body(url + path)
-    assert _status(url + path) in (400, 404)
+    assert status_of(url + path) in (400, 404)
     assert "root:" not in body
 
 

@@ -2,16 +2,13 @@
 experiment, one curve an arm with its seeds' range shaded, and the comparison table with the
 verdict evaluate stored. Real tiny runs, a real evaluation."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
-from tests.conftest import free_port, kill_leftover_runs, wait_finished, wait_for
-from tests.dashboard.test_dashboard import CHROMIUM, FLAGS, _status
+from tests.conftest import kill_leftover_runs, wait_finished
+from tests.dashboard.conftest import dashboard
+from tests.dashboard.test_dashboard import CHROMIUM, FLAGS
 from tests.specs import EVAL_RUN
 
 pytestmark = pytest.mark.slow
@@ -35,18 +32,8 @@ def site(tmp_path_factory):
         finally:
             kill_leftover_runs(home)
         compared = evaluate(started.group_id, k=1, base_passes=2, max_tasks=20).experiment
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "posttrain.cli", "dashboard", "--port", str(port)],
-            env={**os.environ, "POSTTRAIN_HOME": str(home)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _status(url + "/") == 200, timeout_s=30, every_s=0.3)
-        yield url, started, compared
-        server.terminate()
-        server.wait(10)
+        with dashboard(home) as url:
+            yield url, started, compared
 
 
 def test_a_supervisor_follows_an_experiment_from_the_runs_list_to_its_comparison(site, tmp_path):
