@@ -25,6 +25,7 @@ from posttrain.evals.compare import stored_comparison
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.schema import MAX_NAME
 from posttrain.spec.sweep import MAX_RUNS, Metric, Sweep
+from posttrain.tools.budget import Ledger
 from posttrain.tools.groups import GroupPlan, group_runs, new_group_id
 from posttrain.tools.resolve import resolve
 from posttrain.tools.run_models import RunSummary
@@ -192,4 +193,47 @@ def experiment_view(experiment_id: str, ctx: Any) -> ExperimentView:
             comparison = found
     return ExperimentView(
         experiment_id=experiment_id, arms=list(arms.values()), comparison=comparison
+    )
+
+
+def resume(group: GroupPlan, ctx: Any) -> GroupPlan:
+    """An experiment launched before with this key is resumed, not started twice: its runs
+    that succeeded or are still live are kept, and only the arm x seed runs that failed or
+    were cancelled start again, into the same experiment (no plans left: nothing to start).
+    A new experiment comes back as it came."""
+    first = Ledger().existing(group.key)
+    if not first or not (ctx.root / first).is_dir():
+        return group
+    experiment_id = read_json(ctx.root / first / RUN_META).get("group_id")
+    if not experiment_id:
+        return group
+    runs = group_runs(ctx, experiment_id)
+    held, lost = set(), []
+    for run_id in runs:
+        meta = read_json(ctx.root / run_id / RUN_META)
+        row = ctx.index.get(run_id)
+        backend = ctx.backends.get((row or {}).get("backend") or "local")
+        live = backend is not None and backend.leftover(ctx.root / run_id)
+        if row is None or live or row["status"] not in ("failed", "cancelled"):
+            held.add((meta.get("arm"), meta.get("seed")))
+        else:
+            lost.append(run_id)
+    redo = [
+        i
+        for i, plan in enumerate(group.plans)
+        if (group.arms[i], plan.spec.algorithm.seed) not in held
+    ]
+    digest = hashlib.sha256(",".join(sorted(lost)).encode()).hexdigest()[:12]
+    return group.model_copy(
+        update={
+            "group_id": experiment_id,
+            "plans": [group.plans[i] for i in redo],
+            "arms": [group.arms[i] for i in redo],
+            "overrides": [group.overrides[i] for i in redo],
+            "key": f"{group.key}:again:{digest}",  # one retry of these losses, however raced
+            "cost": total_cost([group.plans[i].cost for i in redo]) if redo else group.cost,
+            "resume_of": experiment_id,
+            "kept": [r for r in runs if r not in lost],
+            "arm_order": list(dict.fromkeys(group.arms)),
+        }
     )

@@ -42,6 +42,11 @@ class GroupPlan(BaseModel):
     arms: list[str] = Field(default_factory=list)
     overrides: list[dict[str, Any]] = Field(default_factory=list)
     metric: dict[str, Any] | None = None
+    # An experiment launched again (posttrain.tools.experiments.resume): the runs it keeps,
+    # and its arms in the sweep's order (the plans then hold only the runs started again)
+    resume_of: str | None = None
+    kept: list[str] = Field(default_factory=list)
+    arm_order: list[str] = Field(default_factory=list)
 
 
 def new_group_id() -> str:
@@ -82,7 +87,13 @@ def group_question(group: GroupPlan) -> str:
     steps = spec.algorithm.steps
     price = price_text(cost, steps, runs=len(group.plans))
     seeds = ", ".join(map(str, group.seeds))
-    if group.arms:
+    if group.resume_of:
+        what = (
+            f"again the {len(group.plans)} run(s) of experiment {group.resume_of} that failed "
+            f"or were cancelled ({'; '.join(dict.fromkeys(group.arms))}), keeping its "
+            f"{len(group.kept)} others, each on {gpu}"
+        )
+    elif group.arms:
         names = list(dict.fromkeys(group.arms))
         what = (
             f"an experiment of {len(names)} arms x {len(group.seeds)} "
@@ -144,6 +155,19 @@ def launch_group(
     result_type: Any,
 ) -> Any:
     """Start every run of the group, or none; the result lists them."""
+    if group.resume_of and not group.plans:  # every run succeeded or is live: keep them
+        return result_type(
+            status="existing",
+            run_id=group.kept[0],
+            run_ids=group.kept,
+            group_id=group.resume_of,
+            spec_id=group.kept[0],
+            cost=group.cost,
+            seeds=group.seeds,
+            message=f"experiment {group.resume_of} was already started with this key and each "
+            f"of its arm x seed runs succeeded or is live; nothing new started (a new "
+            f"idempotency_key runs it afresh)",
+        )
     first = group.plans[0]
     base = {
         "spec_id": first.spec_id,
@@ -176,7 +200,7 @@ def launch_group(
     approved_by = approved_by or "human"
     order = iter(enumerate(group.plans))
     locks: dict[str, LaunchLock] = {}  # each run's, held until its handle is recorded
-    arm_names = list(dict.fromkeys(group.arms))
+    arm_names = group.arm_order or list(dict.fromkeys(group.arms))
 
     def create(seq: int) -> str:
         i, plan = next(order)
@@ -236,6 +260,12 @@ def launch_group(
     ctx.index.sync(list(reservation.run_ids))
     started = len(reservation.run_ids) - len(failed)
     message = f"started {kind} {group.group_id}: {started} run(s) on {first.backend}; poll get_run"
+    if group.resume_of:
+        message = (
+            f"resumed experiment {group.group_id}: {started} run(s) that failed or were "
+            f"cancelled started again on {first.backend} ({'; '.join(dict.fromkeys(group.arms))}),"
+            f" {len(group.kept)} kept; poll get_run"
+        )
     if failed:
         message += f"; {len(failed)} could not start: {'; '.join(failed)}"
     return result_type(

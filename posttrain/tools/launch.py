@@ -29,7 +29,12 @@ from posttrain.tools.approval import (
 )
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
-from posttrain.tools.experiments import resolve_experiment, smoke_experiment
+from posttrain.tools.experiments import (
+    EXPERIMENT_ID_PREFIX,
+    resolve_experiment,
+    resume,
+    smoke_experiment,
+)
 from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_group
 from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate
@@ -103,10 +108,13 @@ def as_group(
 ) -> RunSpec | dict[str, Any] | str | RunPlan | GroupPlan:
     """An experiment (a spec with `sweep:`) or a group (`seeds`) resolved into its runs'
     plans; any other spec as it came."""
+    if isinstance(spec, GroupPlan) and spec.group_id.startswith(EXPERIMENT_ID_PREFIX):
+        # an experiment launched before keeps what did not fail (its dry runs do not resume)
+        return spec if spec.resume_of else resume(spec, ctx)
     if isinstance(spec, GroupPlan | RunPlan):
         return spec
     if found := sweep_of(spec):
-        return resolve_experiment(*found, ctx, key, seeds)
+        return resume(resolve_experiment(*found, ctx, key, seeds), ctx)
     if seeds is not None:
         return resolve_group(spec, seeds, ctx, key)
     return spec

@@ -141,6 +141,32 @@ def test_cancelling_an_experiment_stops_every_run_the_queued_first(home):
     assert all(later[r] == "cancelled" for r in started.run_ids)  # none started after
 
 
+@pytest.mark.slow
+def test_launching_an_experiment_again_keeps_its_finished_runs_and_restarts_the_cancelled(home):
+    ctx = Context()
+    first = launch(TINY_EXPERIMENT, ctx=ctx)
+    try:
+        assert wait_finished(first.run_ids[0], 300, ctx=ctx).status == "succeeded"
+        cancel_run(first.group_id, grace_s=10, ctx=ctx)  # the other three, queued or training
+        again = launch(TINY_EXPERIMENT, ctx=ctx)
+        assert again.status == "started" and again.group_id == first.group_id
+        assert len(again.run_ids) == 3 and not set(again.run_ids) & set(first.run_ids)
+        assert "3 run(s) that failed or were cancelled started again" in again.message
+        assert "1 kept" in again.message
+        for run_id in again.run_ids:
+            assert wait_finished(run_id, 300, ctx=ctx).status == "succeeded"
+    finally:
+        kill_leftover_runs(home)
+    metas = [read_json(home / "runs" / r / RUN_META) for r in [first.run_ids[0], *again.run_ids]]
+    assert sorted((m["arm"], m["seed"]) for m in metas) == sorted(
+        (arm, seed) for arm in ("learning_rate=0.001", "learning_rate=0") for seed in (0, 1)
+    )
+    assert {m["group_id"] for m in metas} == {first.group_id}
+    third = launch(TINY_EXPERIMENT, ctx=ctx)  # every arm x seed has a run that succeeded
+    assert third.status == "existing" and third.group_id == first.group_id
+    assert "each of its arm x seed runs succeeded or is live" in third.message
+
+
 RACER = """
 import json, sys
 sys.path.insert(0, {root!r})
