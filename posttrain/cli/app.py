@@ -92,6 +92,10 @@ def reward_check(
         str | None, typer.Option(help="Known-good answers to compare probes with.")
     ] = None,
     rows: Annotated[int, typer.Option(min=1, max=10_000, help="Rows to probe.")] = 32,
+    probes: Annotated[
+        Path | None,
+        typer.Option(help='Your own probes: JSONL of {"name", "completion", "max_score"}.'),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Probe a reward for exploits on a few rows, beside honest answers, before any GPU time."""
@@ -108,6 +112,7 @@ def reward_check(
             reference_column=reference_column,
             honest_column=honest_column,
             rows=rows,
+            probes=str(probes) if probes else None,
         ).model_dump(mode="json")
 
     emit(guarded(body), as_json, _render_probe_report)
@@ -123,18 +128,23 @@ def _render_probe_report(report: dict[str, Any]) -> None:
     table = Table("probe", "mean", "max", "flag", "best-scoring example")
     for p in report["probes"]:
         example = p["example"].replace("\n", " / ")
+        accepted = p["name"] in report.get("accepted", [])
         table.add_row(
             p["name"],
             f"{p['mean']:.3f}",
             f"{p['max']:.3f}",
-            "EXPLOIT" if p["flagged"] else "ok",
+            "EXPLOIT" if p["flagged"] else ("accepted" if accepted else "ok"),
             example[:48] + ("..." if len(example) > 48 else ""),
             style="bold red" if p["flagged"] else "",
         )
     console.print(table)
     for p in report["probes"]:
-        if not p["verdict"].startswith("ok"):
-            console.print(f"[bold]{p['name']}[/bold]: {p['verdict']}")
+        if not p["verdict"].startswith(("ok", "accepted form", "not accepted")):
+            console.print(f"[bold]{p['name']}[/bold]: {p['verdict']}", highlight=False)
+    forms = [p for p in report["probes"] if p["verdict"].startswith(("accepted", "not accepted"))]
+    if forms:  # not exploits: what the reward accepts as the answer
+        said = "; ".join(f"{p['name']} {p['verdict']}" for p in forms)
+        console.print(f"the reference in other forms: {said}", highlight=False)
     for w in report["warnings"]:
         console.print(f"[bold red]warning:[/bold red] {w}")
     for n in report["notes"]:

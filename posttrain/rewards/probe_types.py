@@ -13,8 +13,10 @@ from posttrain.data.toolcalls import Call
 # references; form: the reference itself in another form, judged only against honest answers
 # of a different form (--honest-column), never against the references themselves;
 # wrong_call: a tool call that is wrong, flagged when the reward pays it more than half its
-# range; info: reported with its score, never flagged (a judgement the user makes)
-ProbeKind = Literal["exploit", "leak", "form", "wrong_call", "info"]
+# range; info: reported with its score, never flagged (a judgement the user makes);
+# accepted: the reference in another form, reported as a form the reward accepts or not;
+# user: the user's own probe (--probes), flagged when it scores above the most it should
+ProbeKind = Literal["exploit", "leak", "form", "wrong_call", "info", "accepted", "user"]
 
 
 @dataclass(frozen=True)
@@ -33,3 +35,4 @@ class Probe:
     fix: str  # the rule that stops it
     build: Callable[[Row, random.Random], str]
     kind: ProbeKind = "exploit"
+    max_score: float | None = None  # a user probe: the most it should score

@@ -20,6 +20,7 @@ from posttrain.core.errors import ConfigError
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores, reward_label
 from posttrain.rewards.probe_types import Probe, Row
+from posttrain.rewards.row_probes import row_probes, user_probe
 from posttrain.rewards.tool_probes import TOOL_PROBES, tool_rows
 
 FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is flagged
@@ -61,6 +62,7 @@ def _topic(row: Row) -> str:
     return " ".join(row.prompt.split()[:4]) or "this"
 
 
+RHYME_REWARDS = ("rhyme", "relevance", "rhyme_relevance")  # the rhyme world's probes fit them
 PROBES: tuple[Probe, ...] = (
     Probe(
         "empty", "scores with no answer at all", "score an empty response 0", lambda row, rng: ""
@@ -152,6 +154,11 @@ PROBES: tuple[Probe, ...] = (
 )
 
 
+# The probes that fit any task, for the rewards the rhyme world's battery does not fit.
+GENERIC = ("empty", "whitespace", "prompt_copy", "reference_copy")
+GENERIC_PROBES = tuple(p for p in PROBES if p.name in GENERIC)
+
+
 def _chunks(words: list[str], size: int) -> list[list[str]]:
     return [words[i : i + size] for i in range(0, len(words), size)]
 
@@ -207,8 +214,13 @@ class ProbeReport:
     def flagged(self) -> list[str]:
         return [p.name for p in self.probes if p.flagged]
 
+    @property
+    def accepted(self) -> list[str]:
+        """The reference's other forms that the reward pays as well as honest answers."""
+        return [p.name for p in self.probes if p.verdict.startswith("accepted form")]
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "flagged": self.flagged}
+        return {**asdict(self), "flagged": self.flagged, "accepted": self.accepted}
 
 
 DEGENERATE_HINTS = {
@@ -230,12 +242,16 @@ def run_probes(
     honest_column: str | None = None,
     max_rows: int = 32,
     seed: int = 0,
+    user_probes: Sequence[Mapping[str, Any]] = (),
 ) -> ProbeReport:
     """Score every probe on up to `max_rows` rows beside the honest answers and flag exploits.
 
     Honest answers come from `honest_column` when given (e.g. verse that answers the question),
     else from the reference column. The reference column defaults to the first column the
-    reward needs, else "reference".
+    reward needs, else "reference". The battery: the tool-call probes on rows of expected
+    calls; otherwise the probes built from these rows (row_probes) beside the rhyme world's
+    for the rhyme rewards, or a few generic ones for any other; then the user's own
+    (`user_probes`: {name, completion, max_score}, see row_probes.user_probe).
     """
     if not rows:
         raise ConfigError("the probe battery needs at least one dataset row; the data is empty")
@@ -263,6 +279,9 @@ def run_probes(
             notes.append(f"{skipped} row(s) expect no call; the tool-call probes skip them")
     else:
         data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
+        task = PROBES if reward.name in RHYME_REWARDS else GENERIC_PROBES
+        battery = (*task, *row_probes(data))
+    battery = (*battery, *(user_probe(p) for p in user_probes))
     columns = {k: [r.columns.get(k) for r in data] for k in _all_keys(data)}
     honest_texts = [str(r.columns[honest_column]) if honest_column else r.reference for r in data]
 
@@ -290,17 +309,28 @@ def run_probes(
     results = []
     every_score = list(honest_scores.rewards)
     rng = random.Random(seed)
+    scored = []
     for probe in battery:
         texts = [probe.build(r, rng) for r in data]
         scores = checked_scores(reward, texts, prompts=[r.prompt for r in data], **columns)
         notes.extend(n for n in scores.notes if n not in notes)
         every_score += scores.rewards
+        scored.append((probe, texts, scores))
+    if low == float("-inf"):  # no declared range: the lowest score any response got
+        floor = min(every_score)
+        threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
+    for probe, texts, scores in scored:
         mean = statistics.fmean(scores.rewards)
         best = max(range(len(texts)), key=lambda i: scores.rewards[i])
         high = mean > floor + 1e-9 and mean >= threshold
         line = against
         if probe.kind == "wrong_call" and high_end < float("inf"):  # more than half is paid
             high, line = mean > weak_at + 1e-9, f"half the range {weak_at:.2f}"
+        if probe.kind == "user" and probe.max_score is not None:  # the user said what it may
+            high, line = (
+                mean > probe.max_score + 1e-9,
+                f"the most it should score, {probe.max_score:g}",
+            )
         fix = _fix_for(probe.fix, reward.name)
         flagged, verdict = _judge(probe, mean, high, line, leaks, len(data), honest_column, fix)
         example = texts[best]
@@ -375,6 +405,14 @@ def _judge(
         return False, f"ok: a verbatim copy scores {mean:.2f} vs {against}"
     if probe.kind == "info":
         return False, f"reported, not judged: scores {mean:.2f} vs {against}; {fix}"
+    if probe.kind == "accepted":
+        if high:
+            return False, f"accepted form: {probe.exploit} scores {mean:.2f} vs {against}"
+        return False, f"not accepted: {probe.exploit} scores {mean:.2f} vs {against}"
+    if probe.kind == "user":
+        if high:
+            return True, f"YOUR PROBE PAYS: '{probe.name}' scores {mean:.2f}, above {against}"
+        return False, f"ok: your probe scores {mean:.2f}, within {against}"
     if probe.kind == "wrong_call":
         if high:
             return True, (

@@ -207,14 +207,35 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
             str | None, Field(description="Column of known-good answers to compare probes against.")
         ] = None,
         rows: Annotated[int, Field(ge=1, le=256, description="Rows to probe.")] = 32,
+        prompt_column: Annotated[
+            str, Field(max_length=256, description="A data file's prompt column.")
+        ] = "prompt",
+        reference_column: Annotated[
+            str | None,
+            Field(
+                max_length=256,
+                description="A data file's answer column (default: the "
+                "reward's first column, else 'reference').",
+            ),
+        ] = None,
+        probes: Annotated[
+            str | None,
+            Field(
+                description='Your own probes: a JSONL file of {"name", "completion", '
+                '"max_score"} ({reference} and {prompt} are each row\'s).'
+            ),
+        ] = None,
     ) -> RewardCheck:
         """Probe a reward for exploits before any GPU time: the cheapest bug to catch.
 
-        Scores thirteen gaming strategies (empty answers, one-word lines, the same end word
-        repeated, the prompt copied back, rhyming gibberish, off-topic verse...) beside honest
-        answers, flags every probe that scores as high, and warns when the reward is all-zero,
-        all-one or constant (the sign of a reward reading the wrong field). A reward file runs
-        in a separate process with a time limit. Free and local.
+        Builds probes from your own rows (the answer among other rows' answers, every answer
+        at once, the answer retracted or hedged, the prompt's last number, padding; a number
+        sweep for numeric answers, every label at once for labels) beside the task's own (the
+        rhyme world's for rhyme rewards, wrong calls for tool calls), scores them beside honest
+        answers, flags every probe that scores as high (a tie included), reports the forms of
+        the answer it accepts, and warns when the reward is all-zero, all-one or constant (the
+        sign of a reward reading the wrong field). A reward file runs in a separate process
+        with a time limit. Free and local.
         """
 
         def body() -> RewardCheck:
@@ -224,13 +245,18 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
             confine_reward(reward, roots)
             if data is not None:
                 confine(data, "data file", roots)
+            if probes is not None:
+                confine(probes, "probes file", roots)
             return check_reward(
                 reward,
                 params,
                 spec=spec_of(spec) if spec is not None else None,
                 data=data,
+                prompt_column=prompt_column,
+                reference_column=reference_column,
                 honest_column=honest_column,
                 rows=rows,
+                probes=probes,
             )
 
         return await call(body)

@@ -45,6 +45,11 @@ class RewardCheck(BaseModel):
     honest: DistributionOut
     probes: list[ProbeOut]
     flagged: list[str] = Field(description="Probes that score as high as honest answers.")
+    accepted: list[str] = Field(
+        default_factory=list,
+        description="The reference's other forms (bare, re-cased, 19.0, in words) the reward "
+        "pays as well as honest answers: what it accepts, not exploits.",
+    )
     warnings: list[str]
     notes: list[str]
 
@@ -60,8 +65,11 @@ def check_reward(
     honest_column: str | None = None,
     rows: int = 32,
     timeout_s: float | None = None,
+    probes: str | None = None,
 ) -> RewardCheck:
-    """Score the probe battery beside honest answers; flag exploits and degenerate rewards."""
+    """Score the probe battery beside honest answers; flag exploits and degenerate rewards.
+    `probes`: a JSONL file of the user's own probes, {"name", "completion", "max_score"} a
+    line (`{prompt}` and `{reference}` in a completion are each row's)."""
     if (spec is None) == (data is None):
         raise ConfigError("give either spec (the run's data) or data (a file), not both/neither")
     if spec is not None:
@@ -91,6 +99,7 @@ def check_reward(
         "reference_column": reference_column,
         "honest_column": honest_column,
         "max_rows": rows,
+        "user_probes": read_user_probes(probes) if probes else [],
     }
     if reward in REWARDS:
         report = run_probes(
@@ -100,8 +109,57 @@ def check_reward(
             reference_column=reference_column,
             honest_column=honest_column,
             max_rows=rows,
+            user_probes=job["user_probes"],
         ).to_dict()
     else:
         get_reward(reward, params)  # a malformed ref fails here, before a process starts
         report = probe_in_subprocess(job, timeout_s)
     return RewardCheck(**report)
+
+
+MAX_USER_PROBES = 100
+
+
+def read_user_probes(path: str) -> list[dict[str, Any]]:
+    """The user's probes file, checked line by line: each error names the line and the fix."""
+    import json
+
+    from posttrain.core.paths import expand, is_file
+
+    file = expand(path)
+    if not is_file(file):
+        raise ConfigError(f"probes file {file} does not exist; give a .jsonl file of probes")
+    probes = []
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"probes file {file} line {n}: not JSON ({exc})") from None
+        missing = [
+            k
+            for k in ("name", "completion", "max_score")
+            if not isinstance(item, dict) or k not in item
+        ]
+        if missing:
+            raise ConfigError(
+                f"probes file {file} line {n}: missing {missing}; each line is "
+                f'{{"name": "...", "completion": "... {{reference}} ...", "max_score": 0}}'
+            )
+        try:
+            item["max_score"] = float(item["max_score"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"probes file {file} line {n}: max_score must be a number") from None
+        probes.append(
+            {
+                "name": str(item["name"])[:80],
+                "completion": str(item["completion"])[:20_000],
+                "max_score": item["max_score"],
+            }
+        )
+    if not probes or len(probes) > MAX_USER_PROBES:
+        raise ConfigError(
+            f"probes file {file}: give 1 to {MAX_USER_PROBES} probes (got {len(probes)})"
+        )
+    return probes
