@@ -11,6 +11,7 @@ Results are stored with the run (evaluations/*.json and an `evaluation` event).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from pathlib import Path
@@ -197,6 +198,8 @@ def evaluate_runs(
             f"{stats.MIN_TASKS_ANY}); raise dataset.holdout_share"
         )
     episodic = spec.environment is not None  # whole episodes, scored where they were played
+    if threshold is None and spec.eval is not None:
+        threshold = spec.eval.pass_threshold
     if episodic:
         threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     if (
@@ -295,11 +298,14 @@ def evaluate_runs(
                 f"DEGENERATE {m.name}: {m.degenerate} across every pass; {DEGENERATE_CAUSE}"
             )
     headline = metrics[0]
-    rates, needed = (
-        _by_reward(reward, passes[0], base_by_seed[0], trained_by_seed[0], headline, threshold, k)
-        if reward or episodic
-        else (None, None)
-    )
+    rates, needed = None, None
+    if reward or episodic:
+        threshold, why = pass_threshold(reward, passes, trained_by_seed, threshold)
+        if threshold is None:
+            warnings.append(f"pass@k and pass^k not reported: {why}")
+        rates, needed = _by_reward(
+            passes[0], base_by_seed[0], trained_by_seed[0], headline, threshold, k
+        )
 
     def reward_of(one_pass: dict[str, list[list[float]]], i: int) -> float | None:
         return one_pass["reward"][i][0] if reward or episodic else None
@@ -352,21 +358,41 @@ def evaluate_runs(
     )
 
 
-def _by_reward(
+def pass_threshold(
     reward: Any,
+    passes: list[dict[str, list[list[float]]]],
+    trained: list[dict[str, list[list[float]]]],
+    given: float | None,
+) -> tuple[float | None, str]:
+    """The reward a sample must reach to pass, and why: the user's (--threshold, or the spec's
+    eval.pass_threshold); 1 for a reward whose every score is 0 or 1; half the range of a
+    reward that declares one; else none (a threshold guessed from the scores, such as their
+    median, would say nothing: pass rates of 1.00 beside a mean reward of 0.05)."""
+    if given is not None:
+        return given, "the threshold given"
+    every = [v for p in [*passes, *trained] for task in p["reward"] for v in task]
+    if every and all(v in (0.0, 1.0) for v in every):
+        return 1.0, "a 0/1 reward passes at 1"
+    low, top = reward.value_range if reward is not None else (-math.inf, math.inf)
+    if math.isfinite(low) and math.isfinite(top):
+        return low + 0.5 * (top - low), "half the reward's declared range"
+    return None, (
+        f"reward '{getattr(reward, 'name', reward)}' declares no range and its scores are not "
+        f"all 0 or 1, so no threshold means 'passed'; give one (evaluate --threshold, the "
+        f"spec's eval.pass_threshold, or the reward's params.value_range)"
+    )
+
+
+def _by_reward(
     first_base: dict[str, list[list[float]]],
     base: dict[str, list[list[float]]],
     trained: dict[str, list[list[float]]],
     headline: MetricResult,
     threshold: float | None,
     k: int,
-) -> tuple[PassRates, int | None]:
-    """Pass rates at the threshold (default: half the reward's range, else the base median),
-    and the held-out tasks 80% power needs at the observed effect."""
-    top = reward.value_range[1] if reward is not None else float("inf")
-    if threshold is None:
-        values = [v for task in first_base["reward"] for v in task]
-        threshold = 0.5 * top if top != float("inf") else statistics.median(values)
+) -> tuple[PassRates | None, int | None]:
+    """Pass rates at the threshold (None: not reported), and the held-out tasks 80% power
+    needs at the observed effect."""
     deltas_sd = statistics.pstdev(
         [
             statistics.fmean(t) - statistics.fmean(b)
@@ -378,7 +404,12 @@ def _by_reward(
         if headline.delta > 0 and deltas_sd > 0
         else None
     )
-    return pass_rates(base["reward"], trained["reward"], threshold, k), needed
+    rates = (
+        pass_rates(base["reward"], trained["reward"], threshold, k)
+        if threshold is not None
+        else None
+    )
+    return rates, needed
 
 
 def _each_pass(outs: list[dict[str, Any]]) -> list[Any]:

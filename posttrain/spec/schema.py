@@ -397,6 +397,17 @@ class ComputeSpec(Strict):
         return timeout_s
 
 
+class EvalSpec(Strict):
+    """How evaluate judges the trained model."""
+
+    pass_threshold: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
+        None,
+        description="The reward at which a sample passes, for pass@k and pass^k. None: a 0/1 "
+        "reward passes at 1, a reward with a declared range at half of it; otherwise pass "
+        "rates are not reported.",
+    )
+
+
 class RunSpec(Strict):
     """One training run."""
 
@@ -419,6 +430,7 @@ class RunSpec(Strict):
         description="Tools the model calls over several turns (GRPO); check it first with "
         "check_environment. None: single-turn answers.",
     )
+    eval: EvalSpec | None = Field(None, description="How evaluate judges it (pass threshold).")
     budget_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     resume_from: str | None = Field(
         None, description="A run id: continue from its last checkpoint at the next step."
@@ -473,8 +485,9 @@ class RunSpec(Strict):
     @property
     def spec_id(self) -> str:
         """A stable id: the hash of the canonical JSON of everything but the name."""
-        # no environment leaves the id of every spec written before the field existed as it was
-        exclude = {"name"} if self.environment else {"name", "environment"}
+        # a field left unset (environment, eval) leaves the id of every spec written before
+        # the field existed as it was
+        exclude = {"name"} | {f for f in ("environment", "eval") if getattr(self, f) is None}
         canonical = json.dumps(
             self.model_dump(mode="json", exclude=exclude), sort_keys=True, separators=(",", ":")
         )

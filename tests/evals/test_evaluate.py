@@ -125,3 +125,49 @@ def test_a_user_reward_scores_the_evaluation_in_a_child_never_in_the_caller(tmp_
     assert outcome.status == "done" and outcome.result.metrics[0].name == "reward"
     scoring_pids = set(pids.read_text().split()) - trainer_pids
     assert scoring_pids and str(os.getpid()) not in scoring_pids  # a child scored it
+
+
+def passes_of(*values):
+    """One pass's {"reward": [task][sample]} from one value per task."""
+    return [{"reward": [[v] for v in one]} for one in values]
+
+
+def test_the_pass_threshold_is_the_users_or_one_for_a_0_1_reward_never_a_median_of_zero():
+    from posttrain.evals.evaluate import pass_threshold
+    from posttrain.rewards.registry import get_reward
+
+    binary = passes_of([0.0, 0.0, 1.0, 0.0])
+    mine = get_reward("mine.py:score", {})  # a file reward: no declared range
+    assert pass_threshold(mine, binary, binary, None) == (1.0, "a 0/1 reward passes at 1")
+    assert pass_threshold(mine, binary, binary, 0.3)[0] == 0.3  # the user's wins
+    graded = passes_of([0.05, 0.0, 0.1, 0.0])
+    threshold, why = pass_threshold(mine, graded, graded, None)
+    assert threshold is None and "declares no range" in why and "--threshold" in why
+    ranged = get_reward("mine.py:score", {"value_range": [0, 10]})
+    assert pass_threshold(ranged, graded, graded, None)[0] == 5.0
+    assert pass_threshold(get_reward("rhyme", {}), graded, graded, None)[0] == 0.5
+
+
+def test_a_0_1_file_reward_reports_pass_at_k_at_one_and_the_spec_can_set_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "binary.py").write_text(
+        "def score(completions, **kw):\n"
+        "    return [1.0 if len(str(c).split()) >= 6 else 0.0 for c in completions]\n"
+    )
+    spec = {**EVAL_RUN, "reward": "binary.py:score"}
+    spec["algorithm"] = {**EVAL_RUN["algorithm"], "warmstart": None}
+    run_id = launch(spec).run_id
+    try:
+        assert wait_finished(run_id, 300).status == "succeeded"
+    finally:
+        kill_leftover_runs(tmp_path / "home")
+    outcome = evaluate(run_id, k=2, base_passes=2, max_tasks=30)
+    assert outcome.result.pass_rates.threshold == 1.0
+    set_by_spec = {**spec, "eval": {"pass_threshold": 0.5}, "name": "same run, its own bar"}
+    second = launch(set_by_spec).run_id
+    try:
+        assert wait_finished(second, 300).status == "succeeded"
+    finally:
+        kill_leftover_runs(tmp_path / "home")
+    assert evaluate(second, k=2, base_passes=2, max_tasks=30).result.pass_rates.threshold == 0.5
