@@ -160,10 +160,18 @@ def register(app: typer.Typer) -> None:
             "local"
         ),
         confirm: ConfirmFlag = None,
+        detach: Annotated[
+            bool, typer.Option("--detach", help="Return the run id at once; do not wait.")
+        ] = False,
         as_json: JsonFlag = False,
     ) -> None:
-        """A proof step and a few steps of the spec, local and free by default."""
-        launch_command(spec, confirm, None, as_json, smoke_steps=steps, smoke_backend=backend)
+        """A proof step and a few steps of the spec, local and free by default.
+
+        Waits for the run to end (a line a stage, also in a pipe) and exits 1 when it did not
+        succeed, with its cause; --detach returns the run id at once."""
+        launch_command(
+            spec, confirm, None, as_json, smoke_steps=steps, smoke_backend=backend, wait=not detach
+        )
 
     @app.command("launch")
     def launch(

@@ -69,8 +69,10 @@ def launch_command(
     smoke_steps: int | None = None,
     smoke_backend: str = "local",
     seeds: str | None = None,
+    wait: bool = False,
 ) -> None:
-    """Launch (or smoke), asking the human at the terminal when one is there."""
+    """Launch (or smoke), asking the human at the terminal when one is there; with `wait`,
+    follow the runs to their end (the exit code says whether they succeeded)."""
     from posttrain.tools.context import Context
     from posttrain.tools.groups import GroupPlan
     from posttrain.tools.launch import (
@@ -135,6 +137,48 @@ def launch_command(
     emit(result.model_dump(mode="json"), as_json, render)
     if result.status in ("needs_confirmation", "declined"):
         raise typer.Exit(EXIT_NEEDS_APPROVAL)
+    if wait and result.status in ("started", "existing"):
+        wait_for_runs(result.run_ids or [result.run_id], as_json)
+
+
+EXIT_RUN_FAILED = 1  # the run (a dry run) ended, and not well
+
+
+def wait_for_runs(run_ids: list[str], as_json: bool) -> None:
+    """Until every run ends: a line a stage or each tenth of the steps (a pipe sees it as a
+    terminal does), then the end; exits EXIT_RUN_FAILED when one did not succeed."""
+    import time
+
+    from posttrain.runs.layout import FINAL_STATUSES
+    from posttrain.tools.runs import get_run
+
+    said: dict[str, tuple[Any, ...]] = {}
+    while True:
+        details = [guarded(lambda r=r: get_run(r)) for r in run_ids]
+        for d in details:
+            total = d.total_steps or 0
+            mark = (d.status, d.stage, d.step * 10 // total if total else d.step)
+            if said.get(d.run_id) != mark and not as_json:
+                said[d.run_id] = mark
+                print(
+                    f"{d.run_id}: {d.status} ({d.stage or '-'}), step {d.step}/{total or '?'}",
+                    flush=True,
+                )
+        if all(d.status in FINAL_STATUSES for d in details):
+            break
+        time.sleep(1.0)
+    failed = [d for d in details if d.status != "succeeded"]
+    ended = {"ended": [{"run_id": d.run_id, "status": d.status, "cause": d.cause} for d in details]}
+    if as_json:
+        print(json.dumps(ended, indent=2))
+    for d in failed:
+        if not as_json:
+            console.print(
+                f"[bold red]{d.run_id} {d.status}[/bold red]: {untrusted(d.cause or '')}",
+                highlight=False,
+            )
+    if failed:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 def register(app: typer.Typer, run_app: typer.Typer) -> None:
@@ -248,7 +292,9 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
             console.print(f"[yellow]health:[/yellow] {untrusted(warning)}", highlight=False)
         dry = d["dry_run"]
         if dry:
-            console.print(f"dry run ({'complete' if dry.get('complete') else 'under way'}):")
+            state = dry.get("state") or ("complete" if dry.get("complete") else "under way")
+            ended = "" if state in ("complete", "under way") else ": it did not complete"
+            console.print(f"dry run ({state}{ended}):")
             for item in dry.get("proved") or []:
                 console.print(f"  proved: {untrusted(str(item))}", highlight=False)
             for item in dry.get("cannot_prove") or []:

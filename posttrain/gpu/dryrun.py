@@ -72,13 +72,23 @@ def dry_run_spec(spec_json: dict[str, Any], proof_and_steps: int) -> tuple[dict,
         cut("batch_size", min(a["batch_size"], MAX_SFT_ROWS), cpu)
     cut("max_completion_length", min(a["max_completion_length"], MAX_COMPLETION_TOKENS), cpu)
     cut("max_prompt_length", min(a["max_prompt_length"], MAX_PROMPT_TOKENS), cpu)
-    steps = proof_and_steps + RESUME_STEPS
-    cut("steps", steps, f"proof step, {proof_and_steps - 1} steps, resume for {RESUME_STEPS}")
+    # A cut only lowers: a spec of fewer steps keeps them, down to the two a checkpoint and a
+    # resume need (the one raise, said as one)
+    planned = proof_and_steps + RESUME_STEPS
+    steps = max(1 + RESUME_STEPS, min(a["steps"], planned))
+    if steps > a["steps"]:
+        cut("steps", steps, f"raised: a checkpoint, then a resume for {RESUME_STEPS}")
+    else:
+        cut(
+            "steps",
+            steps,
+            f"proof step, {steps - 1 - RESUME_STEPS} steps, resume for {RESUME_STEPS}",
+        )
     cut("save_every", 0, "one checkpoint, before the resume")
     traces = {"every": 1, "steps": [], "samples": min(a["traces"]["samples"] or 4, 8)}
     cut("traces", traces, "a trace every step")
     if a.get("eval_every"):  # the held-out curve's path runs too: before step 1, then every 2
-        cut("eval_every", 2, "a held-out point every 2 steps")
+        cut("eval_every", min(a["eval_every"], 2), "a held-out point every 2 steps")
         cut("eval_tasks", min(a["eval_tasks"], EVAL_PROMPTS), cpu)
     if a.get("warmstart"):
         ws = dict(a["warmstart"])

@@ -257,6 +257,13 @@ def run_probes(
         raise ConfigError("the probe battery needs at least one dataset row; the data is empty")
     reference_column = reference_column or (reward.columns[:1] or ("reference",))[0]
     picked = list(rows[:max_rows])
+    needed = [c for c in reward.columns if picked and c not in picked[0]]
+    if needed:  # before any probe: the reward would fail on every one of them
+        raise ConfigError(
+            f"reward '{reward_label(reward)}' needs the dataset column(s) {needed}, which the "
+            f"data lacks (columns: {sorted(picked[0])}); rename the column in the data, or "
+            f"the reward's parameter to the column's name"
+        )
     for column in {prompt_column, reference_column, honest_column or reference_column}:
         missing = [i for i, r in enumerate(picked) if column not in r]
         if missing:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.rewards.text import end_word, verse_lines
+from posttrain.runs.layout import FINAL_STATUSES
 
 WINDOW = 10
 JUMP_STEPS = 20  # a rise from low to near the maximum within this many steps is a jump
@@ -179,6 +180,10 @@ def dry_run_summary(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]
         **({"proved": [], "cannot_prove": CANNOT_PROVE} if not found else {}),
         **found,
         "complete": bool(found),
+        # complete, under way, or how the run ended without completing it (failed, cancelled)
+        "state": "complete"
+        if found
+        else (row["status"] if row.get("status") in FINAL_STATUSES else "under way"),
     }
 
 

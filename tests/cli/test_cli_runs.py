@@ -96,3 +96,34 @@ def test_errors_have_stable_exit_codes_and_json_on_stderr(tmp_path):
     (tmp_path / "bad.yaml").write_text("algorithm: {lr: 0.1}\n")
     bad = cli("run", "start", str(tmp_path / "bad.yaml"), home=home, check=False)
     assert bad.returncode == 2 and "did you mean 'learning_rate'" in bad.stderr
+
+
+def test_a_dry_run_that_fails_says_so_in_its_exit_code_in_a_pipe_and_in_its_view(tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "nan_reward.py").write_text(
+        "def score(completions, **kw):\n    return [float('nan') for _ in completions]\n"
+    )
+    spec = tmp_path / "nan.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "model": "Qwen3-0.6B",  # a dry run: the stand-in of a real preset
+                "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "rhyme"},
+                "reward": f"{tmp_path / 'nan_reward.py'}:score",
+                "algorithm": {"steps": 3, "batch_size": 8, "num_generations": 4},
+            }
+        )
+    )
+    out = cli("smoke", str(spec), home=home, check=False)  # captured: no terminal
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "failed (failed)" in out.stdout and "returned nan" in out.stdout
+    assert "cut algorithm.steps" not in out.stdout  # 3 steps are kept: a cut only lowers
+    run_id = out.stdout.split("existing " if "existing " in out.stdout else "started ")[1].split()[
+        0
+    ]
+    view = cli("run", "get", run_id, home=home).stdout
+    assert "dry run (failed: it did not complete)" in view
+    as_json = cli("smoke", str(spec), "--json", home=home, check=False)
+    assert as_json.returncode == 1
+    ended = json.loads(as_json.stdout[as_json.stdout.rindex('{\n  "ended"') :])["ended"]
+    assert ended[0]["status"] == "failed" and "returned nan" in ended[0]["cause"]

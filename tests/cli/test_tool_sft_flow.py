@@ -78,7 +78,7 @@ def posttrain(*args: str) -> dict | list:
 
 @pytest.fixture(scope="module")
 def dry_run(user):
-    started = posttrain("smoke", "tool_sft.yaml")
+    started = posttrain("smoke", "tool_sft.yaml", "--detach")
     return started, wait_finished(started["run_id"], 1200)
 
 

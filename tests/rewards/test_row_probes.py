@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from posttrain.core.errors import ConfigError
+from posttrain.core.errors import ConfigError, RewardError
 from posttrain.tools.reward_check import check_reward
 
 LEAKY_SUM = """
@@ -131,3 +131,10 @@ def test_your_own_probes_run_with_the_rest_and_are_flagged_above_their_limit(tas
     (task / "bad.jsonl").write_text('{"name": "x", "completion": "y"}\n')
     with pytest.raises(ConfigError, match="line 1: missing \\['max_score'\\]"):
         check("leaky_sum", "sums.jsonl", "problem", "total", probes=str(task / "bad.jsonl"))
+
+
+def test_a_reward_needing_a_column_the_data_lacks_is_refused_naming_the_column(task):
+    with pytest.raises(
+        RewardError, match=r"needs the dataset column\(s\) \['total'\], which the data lacks"
+    ):
+        check("last_number", "moods.jsonl", "message", "mood")

@@ -280,3 +280,22 @@ def test_the_export_path_merges_a_qwen3_lora_run_with_its_real_tokenizer(grpo_dr
     assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     ids = tokenizer(text, return_tensors="pt").input_ids
     assert model.generate(ids, max_new_tokens=4, do_sample=False).shape[1] > ids.shape[1]
+
+
+@pytest.mark.parametrize(
+    ("steps", "runs", "said"),
+    [(100, 6, "100 -> 6 (proof step"), (3, 3, None), (1, 2, "1 -> 2 (raised")],
+)
+def test_a_dry_run_cuts_only_lower_and_says_its_one_raise(steps, runs, said):
+    from posttrain.gpu.dryrun import dry_run_spec
+    from posttrain.spec.schema import load_spec
+
+    spec = load_spec({"model": "Qwen3-0.6B", "algorithm": {"steps": steps, "eval_every": 1}})
+    data, cuts = dry_run_spec(spec.model_dump(mode="json"), 5)
+    assert data["algorithm"]["steps"] == runs
+    assert (
+        (cuts.get("algorithm.steps") or "").startswith(said)
+        if said
+        else "algorithm.steps" not in cuts
+    )
+    assert data["algorithm"]["eval_every"] == 1 and "algorithm.eval_every" not in cuts
