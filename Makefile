@@ -64,6 +64,7 @@ format: setup
 
 bench: setup
 	$(PY) bench/rewards.py
+	$(PY) bench/reward_check.py
 	$(PY) bench/smoke.py
 	$(PY) bench/tool_latency.py
 	$(PY) bench/load.py
