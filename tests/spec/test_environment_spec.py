@@ -42,11 +42,14 @@ def test_an_environment_needs_grpo_and_plans_with_a_note_on_multi_turn_cost(home
 
 def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_existed():
     plain = load_spec({"model": "tiny-local"})
-    old_fields = plain.model_dump(mode="json", exclude={"name", "environment"})
+    # the dump of a spec before `environment` and `eval` existed: neither key in it
+    old_fields = plain.model_dump(mode="json", exclude={"name", "environment", "eval"})
     canonical = json.dumps(old_fields, sort_keys=True, separators=(",", ":"))
     assert plain.spec_id == hashlib.sha256(canonical.encode()).hexdigest()[:16]
     with_env = load_spec({"model": "tiny-local", "environment": "calculator"})
     assert with_env.spec_id != plain.spec_id
+    with_bar = load_spec({"model": "tiny-local", "eval": {"pass_threshold": 0.5}})
+    assert with_bar.spec_id != plain.spec_id
 
 
 def test_an_environment_file_outside_the_roots_is_refused_before_it_is_looked_at(tmp_path):
