@@ -1,0 +1,157 @@
+"""Asking a judge: any OpenAI-compatible chat endpoint, through httpx.
+
+Every request has a timeout; 429s, 5xx answers and dropped connections are retried with
+backoff; an endpoint still down after its retries raises JudgeUnavailable naming the endpoint
+(a run must fail, not train on zeros), while a request the endpoint refuses (4xx) fails at
+once with its answer. A reply the judge botched is asked once more, then its answers are None
+("cannot grade"). Verdicts are cached (cache.py), and groups are judged a few at a time
+(`max_concurrency`). The API key is read from the environment variable the endpoint names,
+sent only in the Authorization header, and never written into an error or a log.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from posttrain.core.errors import RewardError
+from posttrain.core.secrets import redact
+from posttrain.rewards.judge.cache import JudgeCache, cache_key
+from posttrain.rewards.judge.protocol import Mode, Verdicts, messages, read_reply
+
+BACKOFF_S = 0.5  # doubled each retry
+
+
+class JudgeUnavailable(RewardError):
+    """The judge endpoint did not answer (or refused); never scored as 0."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A judge: where it is and how to ask it (plain data: it crosses to the trainer)."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str
+    api_key_env: str | None = None  # the name of the variable holding the key, never the key
+    timeout_s: float = 60.0
+    retries: int = 3
+    max_concurrency: int = 4
+    max_tokens: int = 512
+
+    @property
+    def judge_id(self) -> str:
+        return f"{self.base_url.rstrip('/')}|{self.model}"
+
+    def headers(self) -> dict[str, str]:
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if self.api_key_env and not key:
+            raise JudgeUnavailable(
+                f"judge at {self.base_url}: the environment variable {self.api_key_env} that "
+                f"should hold its API key is not set; set it where the run starts"
+            )
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def ask(endpoint: Endpoint, chat: list[dict[str, str]], client: Any) -> str:
+    """The judge's reply text to one chat."""
+    url = endpoint.base_url.rstrip("/") + "/chat/completions"
+    body = {
+        "model": endpoint.model,
+        "messages": chat,
+        "temperature": 0,
+        "max_tokens": endpoint.max_tokens,
+    }
+    import httpx
+
+    headers, last = endpoint.headers(), "no answer"
+    for attempt in range(endpoint.retries + 1):
+        if attempt:
+            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
+        try:
+            answer = client.post(url, json=body, headers=headers, timeout=endpoint.timeout_s)
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+            continue
+        if answer.status_code == 429 or answer.status_code >= 500:
+            last = f"HTTP {answer.status_code}"
+            continue
+        if answer.status_code >= 400:
+            raise JudgeUnavailable(
+                f"judge at {endpoint.base_url} refused the request: HTTP {answer.status_code} "
+                f"{redact(answer.text[:200])}; check its model name ({endpoint.model}) and key"
+            )
+        try:
+            return str(answer.json()["choices"][0]["message"]["content"] or "")
+        except (ValueError, KeyError, IndexError, TypeError):
+            last = f"a reply that is not a chat completion: {redact(answer.text[:120])!r}"
+    raise JudgeUnavailable(
+        f"judge at {endpoint.base_url} did not answer after {endpoint.retries + 1} tries "
+        f"({last}); check that the endpoint is up and reachable from where the run trains"
+    )
+
+
+def judge_one(
+    endpoint: Endpoint,
+    rubric: str,
+    prompt: str,
+    answers: list[str],
+    mode: Mode,
+    client: Any,
+    cache: JudgeCache | None,
+) -> Verdicts:
+    """One prompt's answers judged: from the cache, else asked (a botched reply once more)."""
+    key = cache_key(endpoint.judge_id, rubric, prompt, answers, mode)
+    if cache is not None and (found := cache.get(key)) is not None:
+        return Verdicts(*found)
+    verdicts = read_reply(
+        ask(endpoint, messages(rubric, prompt, answers, mode), client), len(answers)
+    )
+    if None in verdicts.scores:
+        again = read_reply(
+            ask(endpoint, messages(rubric, prompt, answers, mode), client), len(answers)
+        )
+        if again.scores.count(None) < verdicts.scores.count(None):
+            again.problems = verdicts.problems + again.problems
+            verdicts = again
+    if cache is not None:
+        cache.put(key, verdicts.scores, verdicts.reasons)
+    return verdicts
+
+
+def judge_groups(
+    endpoint: Endpoint,
+    rubric: str,
+    groups: list[tuple[str, list[str]]],
+    mode: Mode,
+    cache: JudgeCache | None = None,
+) -> list[Verdicts]:
+    """Each (prompt, answers) group judged, a few at a time. In single mode each answer is
+    its own request; the verdicts come back one a group, in order."""
+    import httpx
+
+    jobs = (
+        [(prompt, answers) for prompt, answers in groups]
+        if mode == "group"
+        else [(prompt, [answer]) for prompt, answers in groups for answer in answers]
+    )
+    with httpx.Client() as client, ThreadPoolExecutor(endpoint.max_concurrency) as pool:
+        done = list(
+            pool.map(lambda job: judge_one(endpoint, rubric, *job, mode, client, cache), jobs)
+        )
+    if mode == "group":
+        return done
+    out, at = [], 0
+    for _, answers in groups:
+        part = done[at : at + len(answers)]
+        at += len(answers)
+        out.append(
+            Verdicts(
+                [v.scores[0] for v in part],
+                [v.reasons[0] for v in part],
+                [p for v in part for p in v.problems],
+            )
+        )
+    return out
