@@ -99,6 +99,18 @@ def test_evaluate_tells_a_real_mcp_client_how_far_it_is_through_its_job(finished
     assert stages <= {f"generating for {run_id}", "scoring 1 run(s) with rhyme_relevance"}
 
 
+def trained_with(reward: str, home, **fields) -> str:
+    """A finished tiny run of EVAL_RUN (no warm-start) with this reward: its id."""
+    spec = {**EVAL_RUN, "reward": reward, **fields}
+    spec["algorithm"] = {**EVAL_RUN["algorithm"], "warmstart": None}
+    run_id = launch(spec).run_id
+    try:
+        assert wait_finished(run_id, 300).status == "succeeded"
+    finally:
+        kill_leftover_runs(home)
+    return run_id
+
+
 def test_a_user_reward_scores_the_evaluation_in_a_child_never_in_the_caller(tmp_path, monkeypatch):
     """The user's reward file is their code: evaluate scores with it in an isolated child.
     The file records the process that imports it; the caller's pid must never appear."""
@@ -113,13 +125,7 @@ def test_a_user_reward_scores_the_evaluation_in_a_child_never_in_the_caller(tmp_
         "def score(completions, **kw):\n"
         "    return [min(1.0, len(str(c)) / 80) for c in completions]\n"
     )
-    spec = {**EVAL_RUN, "reward": "mine.py:score"}
-    spec["algorithm"] = {**EVAL_RUN["algorithm"], "warmstart": None}
-    run_id = launch(spec).run_id
-    try:
-        assert wait_finished(run_id, 300).status == "succeeded"
-    finally:
-        kill_leftover_runs(tmp_path / "home")
+    run_id = trained_with("mine.py:score", tmp_path / "home")
     trainer_pids = set(pids.read_text().split())
     outcome = evaluate(run_id, k=1, base_passes=2, max_tasks=60)
     assert outcome.status == "done" and outcome.result.metrics[0].name == "reward"
@@ -155,19 +161,8 @@ def test_a_0_1_file_reward_reports_pass_at_k_at_one_and_the_spec_can_set_it(tmp_
         "def score(completions, **kw):\n"
         "    return [1.0 if len(str(c).split()) >= 6 else 0.0 for c in completions]\n"
     )
-    spec = {**EVAL_RUN, "reward": "binary.py:score"}
-    spec["algorithm"] = {**EVAL_RUN["algorithm"], "warmstart": None}
-    run_id = launch(spec).run_id
-    try:
-        assert wait_finished(run_id, 300).status == "succeeded"
-    finally:
-        kill_leftover_runs(tmp_path / "home")
+    run_id = trained_with("binary.py:score", tmp_path / "home")
     outcome = evaluate(run_id, k=2, base_passes=2, max_tasks=30)
     assert outcome.result.pass_rates.threshold == 1.0
-    set_by_spec = {**spec, "eval": {"pass_threshold": 0.5}, "name": "same run, its own bar"}
-    second = launch(set_by_spec).run_id
-    try:
-        assert wait_finished(second, 300).status == "succeeded"
-    finally:
-        kill_leftover_runs(tmp_path / "home")
+    second = trained_with("binary.py:score", tmp_path / "home", eval={"pass_threshold": 0.5})
     assert evaluate(second, k=2, base_passes=2, max_tasks=30).result.pass_rates.threshold == 0.5
