@@ -69,6 +69,16 @@ def test_a_single_answer_may_come_back_as_one_score():
     assert read_reply('{"score": 0.75}', 2).scores == [None, None]  # ambiguous for two
 
 
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [("Score: 0.8", 0.8), ("I would give it 8/10.", 0.8), ("1", 1.0), ("It deserves 7", 1.0)],
+)
+def test_a_single_answer_scored_in_words_is_read_from_its_first_number(reply, score):
+    got = read_reply(reply, 1)
+    assert got.scores == [score] and got.problems[0].startswith("no JSON: read the score")
+    assert read_reply(reply + " and 0.2", 2).scores == [None, None]  # never for a group
+
+
 def test_the_cache_keeps_readable_verdicts_only_and_keys_the_whole_group(tmp_path):
     cache = JudgeCache(tmp_path / "judge.sqlite")
     key = cache_key("http://judge/v1|small", "rubric", "prompt", ["a", "b"], "group")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,6 +74,9 @@ def read_reply(text: str, n: int) -> Verdicts:
     """The scores of `n` answers from a judge's reply text."""
     found = first_object(text)
     empty = Verdicts([None] * n, [None] * n)
+    if found is None and n == 1 and (bare := _bare_score(text)) is not None:
+        score, said = bare  # a single answer scored in words: "Score: 0.8", "8/10"
+        return Verdicts([score], [None], [f"no JSON: read the score from {said!r}"])
     if found is None:
         empty.problems.append(f"no JSON object in the judge's reply: {text[:120]!r}")
         return empty
@@ -112,6 +116,21 @@ def read_reply(text: str, n: int) -> Verdicts:
     if missing and len(missing) < n:
         verdicts.problems.append(f"no score for answer(s) {missing}: cannot grade them")
     return verdicts
+
+
+BARE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?")
+
+
+def _bare_score(text: str) -> tuple[float, str] | None:
+    """The first number of a reply with no JSON, as a score in [0, 1]: `8/10` is 0.8, and a
+    number above 1 with no scale is clamped (said by the caller's problem line)."""
+    match = BARE.search(text)
+    if match is None:
+        return None
+    value, scale = float(match.group(1)), match.group(2)
+    if scale is not None and float(scale) > 0:
+        value /= float(scale)
+    return min(1.0, max(0.0, value)), match.group(0)
 
 
 def _number(value: Any) -> float | None:
