@@ -55,7 +55,8 @@ def _short_repr(value: Any, limit: int = 120) -> str:
 
 
 def fields_at(model: type[BaseModel], path: tuple) -> list[str]:
-    """The allowed field names at a nested path of the spec model."""
+    """The allowed field names at a nested path of the spec model; none where the path leads
+    into a plain value or a free mapping."""
     current: Any = model
     for part in path:
         if isinstance(part, int):
@@ -73,4 +74,6 @@ def fields_at(model: type[BaseModel], path: tuple) -> list[str]:
             else:
                 continue
             break
+        else:
+            return []  # a plain value or a free mapping (reward.params): no fields of ours
     return sorted(getattr(current, "model_fields", {}))

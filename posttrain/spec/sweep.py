@@ -18,6 +18,7 @@ spec's model, so a misspelt key is refused before any arm is built.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
@@ -27,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from posttrain.core.errors import ConfigError
+from posttrain.spec.messages import fields_at
 
 MAX_ARMS = 16
 MAX_RUNS = 32  # arms x seeds
@@ -137,30 +139,19 @@ def check_keys(sweep: Sweep, model: type[BaseModel]) -> None:
     """Every swept key is a field of the spec (or lies inside a free mapping, such as
     reward.params); a misspelt one is refused with the fields allowed where it went wrong."""
     for key in sweep.values:
-        current: Any = model
         parts = key.split(".")
         for i, part in enumerate(parts):
-            fields = getattr(current, "model_fields", None)
-            if fields is None:
+            fields = fields_at(model, tuple(parts[:i]))
+            if not fields:
                 break  # a free mapping (reward.params): its keys are the reward's to check
             if part not in fields:
-                import difflib
-
                 where = ".".join(parts[:i]) or "the spec"
-                close = difflib.get_close_matches(part, list(fields), n=1, cutoff=0.6)
+                close = difflib.get_close_matches(part, fields, n=1, cutoff=0.6)
                 hint = f"did you mean '{'.'.join([*parts[:i], close[0]])}'? " if close else ""
                 raise ConfigError(
                     f"sweep key '{key}': '{part}' is not a field of {where}; {hint}fields "
-                    f"there: {sorted(fields)}"
+                    f"there: {fields}"
                 )
-            current = _model_of(fields[part].annotation)
-
-
-def _model_of(annotation: Any) -> Any:
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None  # a plain value or a free mapping
 
 
 def arms(base: dict[str, Any], sweep: Sweep) -> list[Arm]:
