@@ -74,25 +74,20 @@ def launch_command(
     """Launch (or smoke), asking the human at the terminal when one is there; with `wait`,
     follow the runs to their end (the exit code says whether they succeeded)."""
     from posttrain.tools.context import Context
-    from posttrain.tools.groups import GroupPlan
     from posttrain.tools.launch import (
-        as_group,
         human_question,
         launch,
+        resolve_launch,
         smoke_resolve_any,
         with_dry_run,
     )
-    from posttrain.tools.resolve import resolve
 
     def body() -> Any:
         ctx = Context()
-        group = parse_seeds(seeds)
         if smoke_steps is not None:
             plan, dry = smoke_resolve_any(spec, smoke_steps, smoke_backend, ctx)
-        elif isinstance(grouped := as_group(spec, group, ctx, key), GroupPlan):
-            plan, dry = grouped, None  # a group of seeds, or an experiment's arms x seeds
-        else:
-            plan, dry = resolve(spec, ctx, key), None
+        else:  # one run, a group of seeds, or an experiment's arms x seeds
+            plan, dry = resolve_launch(spec, parse_seeds(seeds), ctx, key), None
         # resolved once: the question and the launch read the same plan
         human = ask_human(human_question(plan, confirm, ctx=ctx), as_json)
         return with_dry_run(launch(plan, confirmation_token=confirm, human=human, ctx=ctx), dry)

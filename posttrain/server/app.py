@@ -41,20 +41,17 @@ from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.env_check import EnvironmentCheck, check_environment, is_spec_source
 from posttrain.tools.evaluate import EvaluateOutcome, eval_question, start_evaluate
-from posttrain.tools.experiments import resolve_experiment
 from posttrain.tools.export import ExportOutcome, start_export
-from posttrain.tools.groups import resolve_group
 from posttrain.tools.launch import (
     LaunchResult,
     human_question,
     launch,
+    resolve_launch,
     smoke_resolve_any,
     with_dry_run,
 )
 from posttrain.tools.plan import PlanResult, plan
-from posttrain.tools.resolve import resolve
 from posttrain.tools.reward_check import RewardCheck, check_reward
-from posttrain.tools.sweeps import sweep_of
 
 log = logging.getLogger("posttrain.server")
 
@@ -98,31 +95,19 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
 
     plans = PlanCache()
 
-    def experiment_of(source: dict[str, Any] | str) -> Any:
-        """(base, sweep) when the spec is an experiment (its file inside the roots)."""
-        return sweep_of(confine_spec_source(source, roots))
-
     def launch_plan(spec: SpecArg, key: str | None, seeds: list[int] | None = None) -> Any:
         """The launch's plan (a group's, with seeds; an experiment's, with `sweep:`),
         resolved once per call: the approval resolver and the tool body read the same plan
         (the human approves what starts)."""
-        if found := experiment_of(spec):
-            return plans.get(
-                ("experiment", spec, key, seeds),
-                lambda: resolve_experiment(*found, rc, key, seeds, roots),
-            )
-        if seeds is not None:
-            return plans.get(
-                ("group", spec, key, seeds), lambda: resolve_group(spec_of(spec), seeds, rc, key)
-            )
-        return plans.get(("launch", spec, key), lambda: resolve(spec_of(spec), rc, key))
+        return plans.get(
+            ("launch", spec, key, seeds),
+            lambda: resolve_launch(confine_spec_source(spec, roots), seeds, rc, key, roots),
+        )
 
     def smoke_plan_of(spec: SpecArg, steps: int, backend: str) -> Any:
         return plans.get(
             ("smoke", spec, steps, backend),
-            lambda: smoke_resolve_any(
-                spec if experiment_of(spec) else spec_of(spec), steps, backend, rc, roots
-            ),
+            lambda: smoke_resolve_any(confine_spec_source(spec, roots), steps, backend, rc, roots),
         )
 
     # -- approval ------------------------------------------------------------------------
@@ -171,9 +156,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         lists of values, e.g. {"algorithm.learning_rate": [1e-3, 0], "seeds": [0, 1]}) is an
         experiment: `experiment` lists every arm with its price, and `cost` is the total.
         """
-        return await call(
-            lambda: plan(spec if experiment_of(spec) else spec_of(spec), rc.index, roots)
-        )
+        return await call(lambda: plan(confine_spec_source(spec, roots), rc.index, roots))
 
     @server.tool(name="check_dataset", annotations=READ_ONLY)
     async def check_dataset_(spec: SpecArg) -> DatasetReport:

@@ -22,8 +22,8 @@ from posttrain.runs.layout import RUN_META, read_json
 from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
-from posttrain.tools.experiments import EXPERIMENT_ID_PREFIX
 from posttrain.tools.jobs import JobView, find_job, start_job
+from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
 
 EVAL_TIMEOUT_S = 3600  # the worst case an evaluation on Modal is approved for
 
@@ -65,7 +65,7 @@ def _cost(run_dirs: list[Path]) -> tuple[str | None, float]:
 def _runs(ctx: Context, run_or_group: str) -> list[dict[str, Any]]:
     """The runs an id names: one run, every seed of a group, or every arm x seed of an
     experiment."""
-    from posttrain.tools.groups import GROUP_ID_PREFIX, group_runs
+    from posttrain.tools.groups import group_runs
 
     ids = (
         group_runs(ctx, run_or_group)
@@ -290,19 +290,17 @@ def _run_experiment(
     compared (posttrain.evals.compare). Each run keeps its arm's evaluation."""
     skipped = [f"{r['run_id']} ({r['status']})" for r in rows if r["status"] != "succeeded"]
     rows = [r for r in rows if r["status"] == "succeeded"]
+    metas = {r["run_id"]: read_json(Path(r["run_dir"]) / RUN_META) for r in rows}
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for row in rows:  # in the experiment's order: arm, then seed
-        by_arm.setdefault(read_json(Path(row["run_dir"]) / RUN_META).get("arm") or "?", []).append(
-            row
-        )
-    meta = read_json(Path(rows[0]["run_dir"]) / RUN_META)
-    metric = meta.get("metric") or {}
+        by_arm.setdefault(metas[row["run_id"]].get("arm") or "?", []).append(row)
+    metric = metas[rows[0]["run_id"]].get("metric") or {}
     report = progress or (lambda done, total, message: None)
     evaluated = []
     for i, (arm, arm_rows) in enumerate(by_arm.items()):
         report(i, len(by_arm) + 1, f"evaluating arm {arm} ({len(arm_rows)} run(s))")
         result = _evaluated(ctx, arm_rows, f"{experiment_id} [{arm}]", options, threshold)
-        overrides = read_json(Path(arm_rows[0]["run_dir"]) / RUN_META).get("overrides") or {}
+        overrides = metas[arm_rows[0]["run_id"]].get("overrides") or {}
         evaluated.append((arm, overrides, result))
     report(len(by_arm), len(by_arm) + 1, "comparing the arms")
     compared = compare(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +23,17 @@ from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import stored_comparison
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.schema import MAX_NAME
-from posttrain.spec.sweep import MAX_RUNS, Metric, Sweep
+from posttrain.spec.sweep import MAX_RUNS, Sweep
 from posttrain.tools.budget import Ledger
 from posttrain.tools.groups import GroupPlan, group_runs, new_group_id
 from posttrain.tools.resolve import resolve
-from posttrain.tools.run_models import RunSummary
+from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX, RunSummary
 from posttrain.tools.runs import list_runs
 from posttrain.tools.sweeps import (
-    ArmPlan,
-    ExperimentPlan,
     checked,
     experiment_arms,
-    parallel_text,
     total_cost,
 )
-
-EXPERIMENT_ID_PREFIX = "exp-"
-
-
-def new_experiment_id() -> str:
-    import secrets
-
-    stamp = time.strftime(f"{EXPERIMENT_ID_PREFIX}%y%m%d-%H%M%S-", time.gmtime())
-    return stamp + secrets.token_hex(2)
 
 
 def experiment_key(base: dict[str, Any], sweep: Sweep, seeds: list[int]) -> str:
@@ -88,7 +75,7 @@ def resolve_experiment(
             names.append(arm.name)
             overrides.append(arm.overrides)
     return GroupPlan(
-        group_id=new_experiment_id(),
+        group_id=new_group_id(EXPERIMENT_ID_PREFIX),
         seeds=seeds,
         plans=plans,
         key=key or experiment_key(base, sweep, seeds),
@@ -97,30 +84,6 @@ def resolve_experiment(
         arms=names,
         overrides=overrides,
         metric=sweep.metric.model_dump(),
-    )
-
-
-def experiment_plan(group: GroupPlan) -> ExperimentPlan:
-    """Every arm with its own price, in the order the sweep named them."""
-    by_arm: dict[str, list[int]] = {}
-    for i, name in enumerate(group.arms):
-        by_arm.setdefault(name, []).append(i)
-    arm_plans = [
-        ArmPlan(
-            name=name,
-            overrides=group.overrides[idx[0]],
-            spec_id=group.plans[idx[0]].spec_id,
-            seeds=[group.plans[i].spec.algorithm.seed for i in idx],
-            cost=total_cost([group.plans[i].cost for i in idx]),
-        )
-        for name, idx in by_arm.items()
-    ]
-    return ExperimentPlan(
-        arms=arm_plans,
-        seeds=group.seeds,
-        runs=len(group.plans),
-        metric=Metric(**(group.metric or {})),
-        parallel=parallel_text(group.plans[0].backend, len(group.plans)),
     )
 
 

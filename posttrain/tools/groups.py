@@ -25,10 +25,10 @@ from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate, price_text
 from posttrain.tools.resolve import RunPlan, resolve
+from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
 from posttrain.tools.sweeps import total_cost
 
 MAX_SEEDS = 16
-GROUP_ID_PREFIX = "grp-"
 
 
 class GroupPlan(BaseModel):
@@ -49,10 +49,11 @@ class GroupPlan(BaseModel):
     arm_order: list[str] = Field(default_factory=list)
 
 
-def new_group_id() -> str:
+def new_group_id(prefix: str = GROUP_ID_PREFIX) -> str:
+    """A group's id (an experiment's with EXPERIMENT_ID_PREFIX): its time and a few random hex."""
     import secrets
 
-    return time.strftime(f"{GROUP_ID_PREFIX}%y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(2)
+    return time.strftime(f"{prefix}%y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(2)
 
 
 def resolve_group(
@@ -177,7 +178,7 @@ def launch_group(
         "arms": group.arms,
     }
     # an experiment's runs, or its dry runs (one group of one run per distinct arm)
-    kind = "experiment" if group.group_id.startswith("exp-") else "group"
+    kind = "experiment" if group.group_id.startswith(EXPERIMENT_ID_PREFIX) else "group"
     if found := existing_group(ctx, group):
         group_id = read_json(ctx.root / found[0] / RUN_META).get("group_id")
         return result_type(

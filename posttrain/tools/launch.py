@@ -30,7 +30,6 @@ from posttrain.tools.approval import (
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
 from posttrain.tools.experiments import (
-    EXPERIMENT_ID_PREFIX,
     resolve_experiment,
     resume,
     smoke_experiment,
@@ -39,6 +38,7 @@ from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_g
 from posttrain.tools.launch_steps import create_run, ready_backend
 from posttrain.tools.plan import CostEstimate
 from posttrain.tools.resolve import RunPlan, resolve
+from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX
 from posttrain.tools.sweeps import sweep_of
 
 SMOKE_STEPS = 4  # after the proof step
@@ -87,10 +87,9 @@ def human_question(
     policy, token, an existing run) or will be refused anyway (over a cap, or its backend
     cannot start: the launch says why at once)."""
     ctx = ctx or Context()
-    spec = as_group(spec, seeds, ctx, idempotency_key)
-    if isinstance(spec, GroupPlan):
-        return ask_group(spec, confirmation_token, ctx)
-    plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
+    plan = resolve_launch(spec, seeds, ctx, idempotency_key)
+    if isinstance(plan, GroupPlan):
+        return ask_group(plan, confirmation_token, ctx)
     if existing_run(ctx, plan):
         return None
     try:
@@ -100,24 +99,28 @@ def human_question(
     return question(plan) if needs_asking(plan.cost.worst_case_usd, confirmation_token) else None
 
 
-def as_group(
+def resolve_launch(
     spec: RunSpec | dict[str, Any] | str | RunPlan | GroupPlan,
     seeds: list[int] | None,
     ctx: Context,
-    key: str | None,
-) -> RunSpec | dict[str, Any] | str | RunPlan | GroupPlan:
-    """An experiment (a spec with `sweep:`) or a group (`seeds`) resolved into its runs'
-    plans; any other spec as it came."""
-    if isinstance(spec, GroupPlan) and spec.group_id.startswith(EXPERIMENT_ID_PREFIX):
-        # an experiment launched before keeps what did not fail (its dry runs do not resume)
-        return spec if spec.resume_of else resume(spec, ctx)
-    if isinstance(spec, GroupPlan | RunPlan):
+    key: str | None = None,
+    roots: list[Path] | None = None,
+) -> RunPlan | GroupPlan:
+    """What a launch starts, resolved once: an experiment's runs (a spec with `sweep:`),
+    a group's (`seeds`), or one run; with `roots`, every path the spec names must lie inside
+    them. An experiment launched before is resumed: only its runs that failed or were
+    cancelled start again (checked again at the launch itself, as any key is)."""
+    if isinstance(spec, GroupPlan):
+        experiment = spec.group_id.startswith(EXPERIMENT_ID_PREFIX)  # its dry runs never resume
+        return resume(spec, ctx) if experiment and not spec.resume_of else spec
+    if isinstance(spec, RunPlan):
         return spec
     if found := sweep_of(spec):
-        return resume(resolve_experiment(*found, ctx, key, seeds), ctx)
+        return resume(resolve_experiment(*found, ctx, key, seeds, roots), ctx)
+    spec = load_spec(spec, roots)
     if seeds is not None:
         return resolve_group(spec, seeds, ctx, key)
-    return spec
+    return resolve(spec, ctx, key)
 
 
 def launch(
@@ -132,10 +135,9 @@ def launch(
     human; otherwise say what is needed. Raises BudgetError when a cap refuses it. With
     `seeds`: a group, one run per seed, approved once for the group's total."""
     ctx = ctx or Context()
-    spec = as_group(spec, seeds, ctx, idempotency_key)
-    if isinstance(spec, GroupPlan):
-        return launch_group(spec, confirmation_token, human, ctx, LaunchResult)
-    plan = spec if isinstance(spec, RunPlan) else resolve(spec, ctx, idempotency_key)
+    plan = resolve_launch(spec, seeds, ctx, idempotency_key)
+    if isinstance(plan, GroupPlan):
+        return launch_group(plan, confirmation_token, human, ctx, LaunchResult)
     base = {"spec_id": plan.spec_id, "cost": plan.cost, "dry_run_status": plan.dry_run_status}
     if run_id := existing_run(ctx, plan):
         return _existing_result(run_id, base)
@@ -285,10 +287,11 @@ def smoke_resolve_any(
     ctx: Context | None = None,
     roots: list[Path] | None = None,
 ) -> tuple[RunPlan | GroupPlan, DryRunPlan | None]:
-    """smoke_resolve, or for an experiment the group of its distinct arms' smoke runs."""
+    """smoke_resolve, or for an experiment the group of its distinct arms' smoke runs;
+    with `roots`, every path the spec names must lie inside them."""
     ctx = ctx or Context()
     if found := sweep_of(spec):
         return smoke_experiment(
             *found, lambda one: smoke_plan(one, steps, backend), ctx, roots
         )  # fmt: skip
-    return smoke_resolve(spec, steps, backend, ctx)
+    return smoke_resolve(load_spec(spec, roots), steps, backend, ctx)

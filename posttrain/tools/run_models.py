@@ -9,6 +9,11 @@ from pydantic import BaseModel, Field
 
 from posttrain.tools.progress import Projection
 
+# The ids of several runs launched as one: a group (one spec, several seeds) and an experiment
+# (a sweep's arms x seeds). run.json's group_id holds one; every verb taking a run id takes it.
+GROUP_ID_PREFIX = "grp-"
+EXPERIMENT_ID_PREFIX = "exp-"
+
 TREND_WINDOW = 10  # steps averaged at each end of the reward trend
 
 

@@ -20,6 +20,8 @@ from posttrain.tools import trace_page
 from posttrain.tools.context import Context, is_stalled
 from posttrain.tools.health import dry_run_summary, evaluation_summary, run_health
 from posttrain.tools.run_models import (
+    EXPERIMENT_ID_PREFIX,
+    GROUP_ID_PREFIX,
     TREND_WINDOW,
     CancelResult,
     LogLine,
@@ -324,7 +326,7 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
     stopped too). A group or experiment id cancels each of its runs, the queued first, so
     none starts while the others stop."""
     ctx = ctx or Context()
-    if run_id.startswith(("grp-", "exp-")):
+    if run_id.startswith((GROUP_ID_PREFIX, EXPERIMENT_ID_PREFIX)):
         ctx.refresh()
         ids = ctx.index.group_runs(run_id)  # by seed; an experiment's by arm first
         meta = {r: read_json(ctx.root / r / RUN_META) for r in ids}
