@@ -126,6 +126,8 @@ def _render_probe_report(report: dict[str, Any]) -> None:
         f"min {h['min']:.3f}, max {h['max']:.3f}"
     )
     table = Table("probe", "mean", "max", "flag", "best-scoring example")
+    table.columns[0].no_wrap = True  # a probe's name is what an agent greps for: never cut
+    table.columns[0].min_width = max((len(p["name"]) for p in report["probes"]), default=5)
     for p in report["probes"]:
         example = p["example"].replace("\n", " / ")
         accepted = p["name"] in report.get("accepted", [])

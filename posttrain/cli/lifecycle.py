@@ -101,6 +101,7 @@ def register(app: typer.Typer) -> None:
         table = Table(title=f"experiment: {len(e['arms'])} arms x {len(e['seeds'])} seeds")
         for column in ("arm", "seeds", "expected", "worst case"):
             table.add_column(column)
+        table.columns[0].no_wrap = True  # an arm's name is its overrides: never cut
         for arm in e["arms"]:
             cost = arm["cost"]
             table.add_row(

@@ -170,6 +170,69 @@ def test_launching_an_experiment_again_keeps_its_finished_runs_and_restarts_the_
     assert "each of its arm x seed runs succeeded or is live" in third.message
 
 
+USER_REWARD = """
+import re
+def score(completions, total, **kw):
+    out = []
+    for c, t in zip(completions, total):
+        found = re.findall(r"-?\\d+", c if isinstance(c, str) else c[-1]["content"])
+        out.append(1.0 if found and found[-1] == t else 0.0)
+    return out
+"""
+
+
+@pytest.mark.slow
+def test_an_experiment_as_a_user_writes_it_plans_dry_runs_and_launches(home, tmp_path, monkeypatch):
+    """A real preset, the user's own file and column names (unicode in them), their reward
+    file, LoRA ranks swept: priced per arm, dry-run once per distinct spec, one approval."""
+    monkeypatch.chdir(tmp_path)
+    with open("sommes.jsonl", "w", encoding="utf-8") as f:
+        for a in range(2, 42):
+            f.write(
+                json.dumps({"énoncé": f"Combien font {a} + {a + 3} ? ✓", "total": str(2 * a + 3)})
+                + "\n"
+            )
+    (tmp_path / "juste.py").write_text(USER_REWARD)
+    spec = {
+        "model": "Qwen3-0.6B",
+        "dataset": {
+            "path": "sommes.jsonl",
+            "prompt_template": "{énoncé}",
+            "reference_column": "total",
+            "holdout_share": 0.1,
+        },
+        "reward": "juste.py:score",
+        "algorithm": {"steps": 50, "batch_size": 8, "num_generations": 4, "lora": {"r": 8}},
+        "compute": {"backend": "modal", "timeout_s": 1800},
+        "sweep": {"lora.r": [8, 32], "algorithm.learning_rate": [1e-5, 5e-5], "seeds": [0]},
+    }
+    planned = plan(spec)
+    assert [a.name for a in planned.experiment.arms] == [
+        "r=8,learning_rate=1e-05",
+        "r=8,learning_rate=5e-05",
+        "r=32,learning_rate=1e-05",
+        "r=32,learning_rate=5e-05",
+    ]
+    assert planned.cost.worst_case_usd == pytest.approx(
+        sum(a.cost.worst_case_usd for a in planned.experiment.arms)
+    )
+    dry = smoke_run(spec, steps=1, ctx=Context())  # local: the stand-in, free
+    assert len(dry.run_ids) == 2  # the rate is cut by a dry run; the rank is not
+    try:
+        for run_id in dry.run_ids:
+            assert wait_finished(run_id, 600).status == "succeeded"
+    finally:
+        kill_leftover_runs(home)
+    backend = PaidBackendDouble()
+    started = launch(spec, human="approved", ctx=Context(backends={"modal": backend}))
+    assert started.status == "started" and len(backend.started) == 4
+    lora = [
+        read_json(home / "runs" / r / "spec.json")["algorithm"]["lora"]["r"]
+        for r in started.run_ids
+    ]
+    assert lora == [8, 8, 32, 32]
+
+
 RACER = """
 import json, sys
 sys.path.insert(0, {root!r})
