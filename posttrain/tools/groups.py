@@ -284,7 +284,7 @@ def ask_group(group: GroupPlan, confirmation_token: str | None, ctx: Any) -> str
     """The question for the group, or None when nobody needs asking."""
     from posttrain.core.errors import PosttrainError
 
-    if existing_group(ctx, group):
+    if not group.plans or existing_group(ctx, group):  # a resumed experiment with none to redo
         return None
     try:
         ready_backend(ctx, group.plans[0])

@@ -3,6 +3,7 @@ before anything starts when one arm is invalid, and one experiment however many 
 launch it with one key. Paid launches go to a double of the backend (nothing trains)."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -267,3 +268,33 @@ def test_four_processes_launching_one_experiment_with_one_key_start_one(
     assert len({g for _, g, _ in results}) == 1  # all four name the same experiment
     assert len({tuple(r) for _, _, r in results}) == 1
     assert len(started_runs(home)) == 4 and len(spend(home)) == 4
+
+
+@pytest.mark.slow
+def test_four_cli_launches_of_one_experiment_at_once_start_it_once(home, tmp_path):
+    import yaml
+
+    spec = tmp_path / "experiment.yaml"
+    spec.write_text(
+        yaml.safe_dump({**TINY_EXPERIMENT, "algorithm": {**tiny()["algorithm"], "steps": 400}})
+    )
+    env = {**os.environ, "POSTTRAIN_HOME": str(home)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "posttrain.cli", "launch", str(spec), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(4)
+    ]
+    try:
+        results = [json.loads(p.communicate(timeout=180)[0]) for p in procs]
+        assert sorted(r["status"] for r in results) == ["existing"] * 3 + ["started"]
+        assert len({r["group_id"] for r in results}) == 1
+        assert len({tuple(r["run_ids"]) for r in results}) == 1 and len(results[0]["run_ids"]) == 4
+        assert len(started_runs(home)) == 4
+        assert cancel_run(results[0]["group_id"], grace_s=10).stopped
+    finally:
+        kill_leftover_runs(home)
