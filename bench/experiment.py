@@ -33,9 +33,9 @@ of the time; defaults, a fresh POSTTRAIN_HOME):
 
 A run's start is its first stage event, so each gap holds the next trainer's own start-up
 (the first run took 10.3 s from launch to its first stage), so the queue's own share is
-roughly the gap less that, ~2-3 s a run (an estimate from these figures, not measured apart);
-wall less the runs' own time is 48 s over 573 s (8%). The evaluation generates each arm's base passes
-again (the same base): a shared base pass would save about one arm's base time.
+roughly the gap less that, ~2-3 s a run (an estimate from these figures, not measured
+apart); wall less the runs' own time is 48 s over 573 s (8%). The evaluation generates each
+arm's base passes again (the same base): a shared base pass would save one arm's base time.
 """
 
 from __future__ import annotations
