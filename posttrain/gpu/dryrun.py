@@ -126,6 +126,7 @@ class DryRun:
     proved: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     also_cannot: list[str] = field(default_factory=list)  # what this spec's dry run adds
+    judge: dict[str, Any] | None = None  # a judge reward's requests, cache hits, ungraded
 
     def saw(self, fact: str) -> None:
         self.proved.append(fact)

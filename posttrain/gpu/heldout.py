@@ -38,6 +38,7 @@ class HeldOutEval(TrainerCallback):
             return
         self._done.add(step)
         from posttrain.gpu.generate import reference_nll, sample
+        from posttrain.rewards.base import graded_mean
         from posttrain.rewards.guards import score_rows
 
         spec, tokenizer, reward = self.job.spec, self.job.tokenizer, self.job.reward
@@ -61,11 +62,12 @@ class HeldOutEval(TrainerCallback):
                 tools=tools,
             )
             scores = score_rows(reward, completions, self.tasks)
-            point["reward"] = round(statistics.fmean(scores.rewards), 4)
+            mean = graded_mean(scores.rewards)  # a judge's ungraded answers left out
+            point["reward"] = None if mean is None else round(mean, 4)
             point["components"] = {
-                name: round(statistics.fmean(values), 4)
+                name: round(mean, 4)
                 for name, values in scores.components.items()
-                if values
+                if (mean := graded_mean(values)) is not None
             }
         references = [t.get("reference") for t in self.tasks]
         if any(references):

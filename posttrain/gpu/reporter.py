@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import statistics
 import threading
 import time
 import traceback
@@ -23,7 +22,7 @@ from typing import Any
 from posttrain.core.sampling import spread
 from posttrain.core.secrets import redact, redact_value
 from posttrain.data.toolcalls import as_text
-from posttrain.rewards.base import Reward
+from posttrain.rewards.base import Reward, graded_mean
 from posttrain.rewards.guards import checked_scores
 from posttrain.rewards.text import completion_text
 from posttrain.runs.layout import (
@@ -239,7 +238,9 @@ class TracingReward:
         environments = columns.get("environments")
         scores = checked_scores(self.reward, completions, prompts=prompts, **columns)
         self.scored += len(completions)
-        means = {k: statistics.fmean(v) for k, v in scores.components.items() if v}
+        means = {
+            k: mean for k, v in scores.components.items() if (mean := graded_mean(v)) is not None
+        }
         self.component_means[step] = means
         if step in self.steps:
             references = columns.get("reference") or [None] * len(completions)
@@ -257,6 +258,9 @@ class TracingReward:
                 }
                 for i in spread(len(completions), self.samples)
             ]
+            if scores.reasons is not None:  # the judge's word on each traced completion
+                for row in rows:
+                    row["reason"] = scores.reasons[row["idx"]]
             if self.describe is not None and environments is not None and prompts:
                 for row in rows:  # an episode: its turns, calls and the whole rendered text
                     i = row["idx"]

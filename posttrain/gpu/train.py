@@ -97,8 +97,10 @@ def preflight(
         f"(limit {limit})"
     )
     reporter.log(summary)
-    # an environment's reward reads episodes, not texts: check_environment probes it
-    if reward is not None and spec.algorithm.kind == "grpo" and spec.environment is None:
+    # an environment's reward reads episodes, not texts: check_environment probes it; a
+    # judge's would cost ~100 calls: check_reward probes a judge, asked like any spend
+    plain = reward is not None and not reward.judged
+    if plain and spec.algorithm.kind == "grpo" and spec.environment is None:
         check_reward_signal(spec, data, reward)
     return data, summary
 
@@ -152,6 +154,8 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     if rank() == 0:
         write_rows_atomic(run_dir / HOLDOUT, data.holdout)
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
+    if reward is not None and (answered := reward.ready()):  # a judge down fails here
+        reporter.log(answered)
     if spec.environment is not None:
         reporter.log(
             f"episodes in environment {spec.environment.name or spec.environment.tools}: "
@@ -256,9 +260,22 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
             f"sampled {len(rows)} {'held-out' if held_out else 'training (no holdout)'} "
             f"prompt(s), {'scored by the reward' if reward else 'unscored (no reward given)'}"
         )
+    usage = reward.usage() if reward is not None else None
+    if usage:  # what the judge cost: said in the log, and in the dry run's report
+        reporter.log(judge_line(usage))
+    if dry:
+        dry.judge = usage
         reporter.events.write("dry_run", durable=True, **dry.report())
     reporter.result("succeeded", step=step, path="final")
     return "succeeded"
+
+
+def judge_line(usage: dict[str, Any]) -> str:
+    return (
+        f"judge at {usage['endpoint']} ({usage['mode']} mode): {usage['requests']} requests, "
+        f"{usage['cache_hits']} verdicts from the cache, {usage['ungraded']} of "
+        f"{usage['judged']} answers it could not grade (scored None, not trained on)"
+    )
 
 
 # What a checkpoint holds beyond what Trainer.save_model writes to final/: the state to resume

@@ -24,11 +24,12 @@ R = TypeVar("R")
 class Scores:
     """Rewards for a batch of completions, with the components that produced them."""
 
-    rewards: list[float]
-    components: dict[str, list[float]] = field(default_factory=dict)
+    rewards: list[float | None]  # None only from a judged reward: "cannot grade"
+    components: dict[str, list[Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # batch-level facts, e.g. a fallback was used
+    reasons: list[str | None] | None = None  # a judge's short reason for each score
 
-    def row(self, i: int) -> dict[str, float]:
+    def row(self, i: int) -> dict[str, Any]:
         """The components of completion i, by name."""
         return {name: values[i] for name, values in self.components.items()}
 
@@ -41,13 +42,16 @@ class Reward(ABC):
 
     name: the registry name; components: what `score` reports beside the reward;
     value_range: the closed interval every reward lies in (the guards enforce it);
-    columns: the dataset columns `score` needs, as keyword arguments.
+    columns: the dataset columns `score` needs, as keyword arguments;
+    judged: scores come from an outside judge: each costs a call, and one the judge could not
+    grade is None (TRL leaves it out of training), which the guards allow of it alone.
     """
 
     name: ClassVar[str] = "reward"
     components: ClassVar[tuple[str, ...]] = ()
     headline: ClassVar[tuple[str, ...]] = ()  # components evaluate reports as metrics
     value_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
+    judged: ClassVar[bool] = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -57,12 +61,28 @@ class Reward(ABC):
     def __name__(self) -> str:  # TRL names reward columns in its logs after __name__
         return self.name
 
+    def ready(self) -> str | None:
+        """Check what the reward needs from outside before a run spends anything (a judge's
+        endpoint answers); raises a RewardError naming it, or says what answered."""
+        return None
+
+    def usage(self) -> dict[str, Any] | None:
+        """What the reward's outside calls cost this process so far (a judge's requests,
+        cache hits and answers it could not grade), or None for a reward that calls out."""
+        return None
+
     @abstractmethod
     def score(self, completions: Sequence[Any], **columns: Any) -> Scores:
         """Score a batch: one reward per completion, components alongside."""
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float]:
         return self.score(completions, **kwargs).rewards
+
+
+def graded_mean(values: Sequence[float | None]) -> float | None:
+    """The mean of the scores a judge could grade (None where it graded none)."""
+    graded = [v for v in values if v is not None]
+    return sum(graded) / len(graded) if graded else None
 
 
 def column(columns: dict[str, Any], name: str, n: int, reward: str) -> list[Any]:

@@ -82,6 +82,8 @@ def checked_scores(reward: Reward, completions: Sequence[Any], **columns: Any) -
     low, high = reward.value_range
     for i, value in enumerate(values):
         problem = None
+        if value is None and reward.judged:
+            continue  # the judge could not grade it: TRL trains nothing on it
         if value is None:
             problem = "None (cannot grade)"
         elif isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -95,7 +97,7 @@ def checked_scores(reward: Reward, completions: Sequence[Any], **columns: Any) -
                 f"reward '{label}' returned {problem} for example {i} (completion "
                 f"{excerpt(completions[i])}); return a finite float for every completion"
             )
-    scores.rewards = [float(v) for v in values]
+    scores.rewards = [None if v is None else float(v) for v in values]
     return scores
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import confine
 from posttrain.rewards.base import Reward, build_reward
+from posttrain.rewards.judge.reward import JudgeReward
 from posttrain.rewards.relevance import RelevanceReward
 from posttrain.rewards.rhyme import RhymeReward
 from posttrain.rewards.rhyme_relevance import RhymeRelevanceReward
@@ -29,10 +30,11 @@ class RewardInfo:
     description: str
     build: Callable[..., Reward]
     parameters: tuple[str, ...]
+    example: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # needs params
 
     @property
     def default(self) -> Reward:
-        return self.build()
+        return self.build(**self.example)
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -102,6 +104,14 @@ REWARDS: dict[str, RewardInfo] = {
             "right tool and arguments; rollout, OpenAI wire and <tool_call> text shapes agree",
             _builder(ToolCallReward),
             _params(ToolCallReward),
+        ),
+        RewardInfo(
+            "judge",
+            "an OpenAI-compatible judge model scores answers against your rubric, a group of "
+            "answers per prompt (RULER-like) or one at a time; None where it cannot grade",
+            JudgeReward.from_params,
+            (*_params(JudgeReward), "rubric_file"),
+            {"rubric": "(your rubric)", "base_url": "http://127.0.0.1:8011/v1", "model": "judge"},
         ),
     )
 }

@@ -36,7 +36,7 @@ from posttrain.spec.keys import dry_run_key
 
 # 2: dry runs, rendered prompts, measured step times; 3: run groups; 4: SFT training text;
 # 5: traces keep an environment run's whole episode
-SCHEMA_VERSION = 6  # 6: an experiment's arm
+SCHEMA_VERSION = 7  # 6: an experiment's arm; 7: a judge's reason beside a trace's reward
 log = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,7 +69,8 @@ END;
 CREATE TABLE IF NOT EXISTS traces (
     run_id TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL, idx INTEGER NOT NULL,
     grp INTEGER, prompt TEXT, completion TEXT, reward REAL, components TEXT, reference TEXT,
-    rendered TEXT, trained TEXT, episode TEXT, PRIMARY KEY (run_id, phase, step, idx)
+    rendered TEXT, trained TEXT, episode TEXT, reason TEXT,
+    PRIMARY KEY (run_id, phase, step, idx)
 );
 CREATE TABLE IF NOT EXISTS measured (
     run_id TEXT PRIMARY KEY, shape TEXT NOT NULL, status TEXT, steps INTEGER,
@@ -359,7 +360,7 @@ class Store(Queries):
                 continue
             reward = r.get("reward")
             self.db.execute(
-                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     bindable(phase),
@@ -374,6 +375,7 @@ class Store(Queries):
                     bindable(r.get("rendered")),
                     bindable(r.get("trained")),
                     json.dumps(r["episode"], default=str) if r.get("episode") else None,
+                    bindable(r.get("reason")),
                 ),
             )
 

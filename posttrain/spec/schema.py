@@ -242,6 +242,20 @@ class RewardSpec(Strict):
     )
     params: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _rubric_inlined(cls, data: Any, info: ValidationInfo) -> Any:
+        """A judge's rubric_file is read into params.rubric here, inside the roots: the spec
+        then carries its rubric to the trainer, and a changed rubric is another spec."""
+        if isinstance(data, dict) and data.get("name") == "judge":
+            from posttrain.rewards.judge.reward import inline_rubric
+
+            params = data.get("params")
+            if isinstance(params, dict) and "rubric_file" in params:
+                roots = (info.context or {}).get("roots")
+                data = {**data, "params": inline_rubric(params, roots)}
+        return data
+
     @model_validator(mode="after")
     def _buildable(self, info: ValidationInfo) -> RewardSpec:
         from posttrain.rewards.registry import confine_reward, get_reward

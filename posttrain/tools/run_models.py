@@ -113,7 +113,10 @@ class TraceRow(BaseModel):
     prompt: str | None
     completion: str | None
     reward: float | None
-    components: dict[str, float] = Field(default_factory=dict)
+    components: dict[str, float | None] = Field(default_factory=dict)
+    reason: str | None = Field(
+        None, description="The judge's short reason for its score, where a judge scored it."
+    )
     reference: str | None = None
     rendered: str | None = Field(
         None, description="The prompt as the model read it: chat template, tokens, decoded."

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,18 @@ CREATE TABLE IF NOT EXISTS verdicts (
 """
 
 
-def cache_key(judge: str, rubric: str, prompt: str, answers: list[str], mode: str) -> str:
-    text = json.dumps([judge, rubric, prompt, answers, mode], ensure_ascii=False)
+def cache_key(
+    judge: str,
+    rubric: str,
+    prompt: str,
+    answers: list[str],
+    mode: str,
+    reference: str | None = None,
+) -> str:
+    parts: list[Any] = [judge, rubric, prompt, answers, mode]
+    if reference is not None:  # a judge shown the reference may judge otherwise
+        parts.append(reference)
+    text = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -37,6 +48,7 @@ class JudgeCache:
         with self._connect() as db:
             db.executescript(SCHEMA)
         self.hits = self.misses = 0
+        self._count = threading.Lock()  # judged a few at a time: the counts stay exact
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30)
@@ -46,10 +58,13 @@ class JudgeCache:
     def get(self, key: str) -> tuple[list[float | None], list[str | None]] | None:
         with self._connect() as db:
             row = db.execute("SELECT scores, reasons FROM verdicts WHERE key=?", (key,)).fetchone()
+        with self._count:
+            if row is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         if row is None:
-            self.misses += 1
             return None
-        self.hits += 1
         return json.loads(row[0]), json.loads(row[1])
 
     def put(self, key: str, scores: list[Any], reasons: list[Any]) -> None:

@@ -93,65 +93,117 @@ def ask(endpoint: Endpoint, chat: list[dict[str, str]], client: Any) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Group:
+    """One prompt's answers, to be judged together (group mode) or one by one (single)."""
+
+    prompt: str
+    answers: list[str]
+    reference: str | None = None  # shown to the judge as the row's reference answer
+
+
 def judge_one(
     endpoint: Endpoint,
     rubric: str,
-    prompt: str,
-    answers: list[str],
+    group: Group,
     mode: Mode,
     client: Any,
     cache: JudgeCache | None,
 ) -> Verdicts:
-    """One prompt's answers judged: from the cache, else asked (a botched reply once more)."""
-    key = cache_key(endpoint.judge_id, rubric, prompt, answers, mode)
+    """One prompt's answers judged: from the cache, else asked (a botched reply once more).
+    An answer given twice is shown once and both copies get its verdict."""
+    unique = list(dict.fromkeys(group.answers))
+    key = cache_key(endpoint.judge_id, rubric, group.prompt, unique, mode, group.reference)
     if cache is not None and (found := cache.get(key)) is not None:
-        return Verdicts(*found)
-    verdicts = read_reply(
-        ask(endpoint, messages(rubric, prompt, answers, mode), client), len(answers)
+        verdicts = Verdicts(*found)
+    else:
+        chat = messages(rubric, group.prompt, unique, mode, group.reference)
+        verdicts = read_reply(ask(endpoint, chat, client), len(unique))
+        verdicts.asked = 1
+        if None in verdicts.scores:
+            again = read_reply(ask(endpoint, chat, client), len(unique))
+            if again.scores.count(None) < verdicts.scores.count(None):
+                again.problems = verdicts.problems + again.problems
+                verdicts = again
+            verdicts.asked = 2
+        if cache is not None:
+            cache.put(key, verdicts.scores, verdicts.reasons)
+    if len(unique) == len(group.answers):
+        return verdicts
+    at = {answer: i for i, answer in enumerate(unique)}
+    return Verdicts(
+        [verdicts.scores[at[a]] for a in group.answers],
+        [verdicts.reasons[at[a]] for a in group.answers],
+        verdicts.problems,
+        verdicts.asked,
     )
-    if None in verdicts.scores:
-        again = read_reply(
-            ask(endpoint, messages(rubric, prompt, answers, mode), client), len(answers)
-        )
-        if again.scores.count(None) < verdicts.scores.count(None):
-            again.problems = verdicts.problems + again.problems
-            verdicts = again
-    if cache is not None:
-        cache.put(key, verdicts.scores, verdicts.reasons)
-    return verdicts
 
 
 def judge_groups(
     endpoint: Endpoint,
     rubric: str,
-    groups: list[tuple[str, list[str]]],
+    groups: list[Group] | list[tuple[str, list[str]]],
     mode: Mode,
     cache: JudgeCache | None = None,
 ) -> list[Verdicts]:
-    """Each (prompt, answers) group judged, a few at a time. In single mode each answer is
-    its own request; the verdicts come back one a group, in order."""
+    """Each group judged, a few at a time. In single mode each answer is its own request;
+    the verdicts come back one a group, in order."""
     import httpx
 
+    asked = [g if isinstance(g, Group) else Group(*g) for g in groups]
     jobs = (
-        [(prompt, answers) for prompt, answers in groups]
+        asked
         if mode == "group"
-        else [(prompt, [answer]) for prompt, answers in groups for answer in answers]
+        else [Group(g.prompt, [answer], g.reference) for g in asked for answer in g.answers]
     )
     with httpx.Client() as client, ThreadPoolExecutor(endpoint.max_concurrency) as pool:
         done = list(
-            pool.map(lambda job: judge_one(endpoint, rubric, *job, mode, client, cache), jobs)
+            pool.map(lambda job: judge_one(endpoint, rubric, job, mode, client, cache), jobs)
         )
     if mode == "group":
         return done
     out, at = [], 0
-    for _, answers in groups:
-        part = done[at : at + len(answers)]
-        at += len(answers)
+    for group in asked:
+        part = done[at : at + len(group.answers)]
+        at += len(group.answers)
         out.append(
             Verdicts(
                 [v.scores[0] for v in part],
                 [v.reasons[0] for v in part],
                 [p for v in part for p in v.problems],
+                sum(v.asked for v in part),
             )
         )
     return out
+
+
+def reachable(endpoint: Endpoint) -> str:
+    """Fail fast, before a model loads, when the judge is down: GET {base_url}/models, retried
+    like a request. Returns what answered, in one line."""
+    import httpx
+
+    url = endpoint.base_url.rstrip("/") + "/models"
+    headers, last = endpoint.headers(), "no answer"
+    with httpx.Client() as client:
+        for attempt in range(endpoint.retries + 1):
+            if attempt:
+                time.sleep(BACKOFF_S * 2 ** (attempt - 1))
+            try:
+                answer = client.get(url, headers=headers, timeout=min(endpoint.timeout_s, 10.0))
+            except httpx.HTTPError as exc:
+                last = type(exc).__name__
+                continue
+            if answer.status_code == 429 or answer.status_code >= 500:
+                last = f"HTTP {answer.status_code}"
+                continue
+            if answer.status_code in (401, 403):
+                raise JudgeUnavailable(
+                    f"judge at {endpoint.base_url} refused the key (HTTP {answer.status_code}); "
+                    f"check the variable {endpoint.api_key_env or '(none named: api_key_env)'}"
+                )
+            # some servers have no /models (404): they answered, the chat request will tell
+            return f"judge at {endpoint.base_url} answered (HTTP {answer.status_code})"
+    raise JudgeUnavailable(
+        f"judge at {endpoint.base_url} did not answer after {endpoint.retries + 1} tries "
+        f"({last}); start it, or fix reward.params.base_url, before the run"
+    )

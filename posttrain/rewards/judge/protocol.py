@@ -32,9 +32,11 @@ REPLY = (
 )
 
 
-def messages(rubric: str, prompt: str, answers: list[str], mode: Mode) -> list[dict[str, str]]:
+def messages(
+    rubric: str, prompt: str, answers: list[str], mode: Mode, reference: str | None = None
+) -> list[dict[str, str]]:
     """The chat a judge is sent for one prompt and its answers (group: all of them, scored
-    relative to each other; single: one)."""
+    relative to each other; single: one), with the row's reference answer where one is given."""
     if mode == "single" and len(answers) != 1:
         raise ValueError(f"a single-mode request holds one answer, not {len(answers)}")
     shown = "\n".join(
@@ -46,9 +48,13 @@ def messages(rubric: str, prompt: str, answers: list[str], mode: Mode) -> list[d
         if mode == "group"
         else "Score the answer below against the rubric."
     )
+    known = "" if reference is None else f"Reference answer:\n{_inert(reference)}\n\n"
     return [
         {"role": "system", "content": rubric},
-        {"role": "user", "content": f"Question:\n{prompt}\n\n{how}\n\n{shown}\n\n{REPLY}"},
+        {
+            "role": "user",
+            "content": f"Question:\n{prompt}\n\n{known}{how}\n\n{shown}\n\n{REPLY}",
+        },
     ]
 
 
@@ -64,6 +70,7 @@ class Verdicts:
     scores: list[float | None]
     reasons: list[str | None]
     problems: list[str] = field(default_factory=list)  # what was wrong with the reply
+    asked: int = 0  # requests this verdict cost (0: from the cache)
 
     @property
     def readable(self) -> bool:
