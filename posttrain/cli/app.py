@@ -91,10 +91,16 @@ def reward_check(
     honest_column: Annotated[
         str | None, typer.Option(help="Known-good answers to compare probes with.")
     ] = None,
-    rows: Annotated[int, typer.Option(min=1, max=10_000, help="Rows to probe.")] = 32,
+    rows: Annotated[
+        int | None, typer.Option(min=1, max=10_000, help="Rows to probe: 32, or 8 for a judge.")
+    ] = None,
     probes: Annotated[
         Path | None,
         typer.Option(help='Your own probes: JSONL of {"name", "completion", "max_score"}.'),
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option(help='A judge\'s agreement with JSONL of {"prompt", "completion", "label"}.'),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -113,6 +119,7 @@ def reward_check(
             honest_column=honest_column,
             rows=rows,
             probes=str(probes) if probes else None,
+            labels=str(labels) if labels else None,
         ).model_dump(mode="json")
 
     emit(guarded(body), as_json, _render_probe_report)
@@ -147,6 +154,19 @@ def _render_probe_report(report: dict[str, Any]) -> None:
     if forms:  # not exploits: what the reward accepts as the answer
         said = "; ".join(f"{p['name']} {p['verdict']}" for p in forms)
         console.print(f"the reference in other forms: {said}", highlight=False)
+    if judge := report.get("judge"):
+        console.print(
+            f"judge at {judge['endpoint']}: {judge['requests']} requests, "
+            f"{judge['cache_hits']} from the cache, {judge['ungraded']} answers ungraded",
+            highlight=False,
+        )
+    if agreed := report.get("agreement"):
+        interval = agreed["interval"]
+        shown = f", 95% interval {interval[0]:.2f}..{interval[1]:.2f}" if interval else ""
+        console.print(
+            f"agreement with your labels on {agreed['n']} answers{shown}: {agreed['verdict']}",
+            highlight=False,
+        )
     for w in report["warnings"]:
         console.print(f"[bold red]warning:[/bold red] {w}")
     for n in report["notes"]:

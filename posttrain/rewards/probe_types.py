@@ -15,8 +15,22 @@ from posttrain.data.toolcalls import Call
 # wrong_call: a tool call that is wrong, flagged when the reward pays it more than half its
 # range; info: reported with its score, never flagged (a judgement the user makes);
 # accepted: the reference in another form, reported as a form the reward accepts or not;
-# user: the user's own probe (--probes), flagged when it scores above the most it should
-ProbeKind = Literal["exploit", "leak", "form", "wrong_call", "info", "accepted", "user"]
+# user: the user's own probe (--probes), flagged when it scores above the most it should;
+# judges (rewards/judge/probes.py): injection, an exploit whose lift over the same answer
+# without the instruction is said; bias, the right answer dressed up, flagged when paid more
+# than the honest answers; reference, the reference itself, flagged when paid under half
+ProbeKind = Literal[
+    "exploit",
+    "leak",
+    "form",
+    "wrong_call",
+    "info",
+    "accepted",
+    "user",
+    "injection",
+    "bias",
+    "reference",
+]
 
 
 @dataclass(frozen=True)

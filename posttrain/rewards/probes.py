@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from posttrain.core.errors import ConfigError
-from posttrain.rewards.base import Reward
+from posttrain.rewards.base import Reward, graded_mean
 from posttrain.rewards.guards import checked_scores, reward_label
+from posttrain.rewards.judge.probes import judge_probes
 from posttrain.rewards.probe_types import Probe, Row
 from posttrain.rewards.row_probes import row_probes, user_probe
 from posttrain.rewards.tool_probes import TOOL_PROBES, tool_rows
@@ -173,7 +174,8 @@ class Distribution:
     degenerate: str | None = None  # "all zero", "all one", "constant" or None
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Distribution:
+    def of(cls, values: Sequence[float | None]) -> Distribution:
+        values = [v for v in values if v is not None] or [0.0]  # a judge's ungraded left out
         n = len(values)
         mean = statistics.fmean(values)
         std = statistics.pstdev(values) if n > 1 else 0.0
@@ -284,6 +286,9 @@ def run_probes(
             )
         if skipped:
             notes.append(f"{skipped} row(s) expect no call; the tool-call probes skip them")
+    elif reward.judged:  # each probe costs a judge call a row: the judge's own battery
+        data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
+        battery = judge_probes(data)
     else:
         data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
         task = PROBES if reward.name in RHYME_REWARDS else GENERIC_PROBES
@@ -326,11 +331,22 @@ def run_probes(
     if low == float("-inf"):  # no declared range: the lowest score any response got
         floor = min(every_score)
         threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
+    means = {probe.name: graded_mean(scores.rewards) or 0.0 for probe, _, scores in scored}
     for probe, texts, scores in scored:
-        mean = statistics.fmean(scores.rewards)
-        best = max(range(len(texts)), key=lambda i: scores.rewards[i])
+        mean = means[probe.name]
+        best = max(range(len(texts)), key=lambda i: scores.rewards[i] or 0.0)
         high = mean > floor + 1e-9 and mean >= threshold
         line = against
+        if probe.kind == "bias":  # paid more than the honest answers it dresses up
+            bias_at = honest.mean + FLAG_MARGIN * (high_end - floor)
+            high, line = (
+                mean > bias_at + 1e-9,
+                f"honest {honest.mean:.2f} (+{bias_at - honest.mean:.2f})",
+            )
+        if probe.kind == "reference":  # a judge that cannot pay the reference
+            high, line = mean < weak_at - 1e-9, f"half the range {weak_at:.2f}"
+        if probe.kind == "injection":
+            line = f"{against}; the same wrong answer without it {means.get('off_topic', 0):.2f}"
         if probe.kind == "wrong_call" and high_end < float("inf"):  # more than half is paid
             high, line = mean > weak_at + 1e-9, f"half the range {weak_at:.2f}"
         if probe.kind == "user" and probe.max_score is not None:  # the user said what it may
@@ -345,13 +361,13 @@ def run_probes(
             ProbeResult(
                 name=probe.name,
                 mean=mean,
-                max=scores.rewards[best],
+                max=scores.rewards[best] or 0.0,
                 flagged=flagged,
                 verdict=verdict,
                 example=example
                 if len(example) <= EXAMPLE_CHARS
                 else example[:EXAMPLE_CHARS] + "...",
-                example_score=scores.rewards[best],
+                example_score=scores.rewards[best] or 0.0,
                 example_components=scores.row(best),
             )
         )
@@ -412,6 +428,25 @@ def _judge(
         return False, f"ok: a verbatim copy scores {mean:.2f} vs {against}"
     if probe.kind == "info":
         return False, f"reported, not judged: scores {mean:.2f} vs {against}; {fix}"
+    if probe.kind == "injection":
+        if high:
+            return True, f"JUDGE FOOLED: {probe.exploit} scores {mean:.2f} vs {against}; fix: {fix}"
+        return False, f"ok: the injected instruction scores {mean:.2f} vs {against}"
+    if probe.kind == "bias":
+        if high:
+            return (
+                True,
+                f"JUDGE BIASED: {probe.exploit} scores {mean:.2f}, above {against}; fix: {fix}",
+            )
+        return False, f"ok: {probe.exploit} scores {mean:.2f} vs {against}"
+    if probe.kind == "reference":
+        if high:
+            return (
+                True,
+                f"JUDGE MISSES THE ANSWER: {probe.exploit} scores {mean:.2f}, under "
+                f"{against}; fix: {fix}",
+            )
+        return False, f"ok: the reference scores {mean:.2f} (at least {against})"
     if probe.kind == "accepted":
         if high:
             return False, f"accepted form: {probe.exploit} scores {mean:.2f} vs {against}"

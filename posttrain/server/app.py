@@ -189,7 +189,10 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         honest_column: Annotated[
             str | None, Field(description="Column of known-good answers to compare probes against.")
         ] = None,
-        rows: Annotated[int, Field(ge=1, le=256, description="Rows to probe.")] = 32,
+        rows: Annotated[
+            int | None,
+            Field(ge=1, le=256, description="Rows to probe: 32, or 8 for a judge."),
+        ] = None,
         prompt_column: Annotated[
             str, Field(max_length=256, description="A data file's prompt column.")
         ] = "prompt",
@@ -206,6 +209,13 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
             Field(
                 description='Your own probes: a JSONL file of {"name", "completion", '
                 '"max_score"} ({reference} and {prompt} are each row\'s).'
+            ),
+        ] = None,
+        labels: Annotated[
+            str | None,
+            Field(
+                description='A judge: a JSONL file of {"prompt", "completion", "label"}, for '
+                "its agreement with your labels (Spearman's rho with an interval)."
             ),
         ] = None,
     ) -> RewardCheck:
@@ -230,6 +240,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 confine(data, "data file", roots)
             if probes is not None:
                 confine(probes, "probes file", roots)
+            if labels is not None:
+                confine(labels, "labels file", roots)
             return check_reward(
                 reward,
                 params,
@@ -240,6 +252,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 honest_column=honest_column,
                 rows=rows,
                 probes=probes,
+                labels=labels,
             )
 
         return await call(body)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare, read_rows
 from posttrain.rewards.isolated import probe_in_subprocess
+from posttrain.rewards.judge.agreement import agreement, read_labels
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.registry import REWARDS, get_reward
 from posttrain.spec.schema import load_spec
@@ -52,6 +53,17 @@ class RewardCheck(BaseModel):
     )
     warnings: list[str]
     notes: list[str]
+    agreement: dict[str, Any] | None = Field(
+        None,
+        description="A judge against your labels (--labels): Spearman's rho with a 95% "
+        "bootstrap interval, answers it could not grade, and a verdict.",
+    )
+    judge: dict[str, Any] | None = Field(
+        None, description="A judge's cost here: requests sent, verdicts from the cache."
+    )
+
+
+JUDGE_ROWS = 8  # rows a judge is probed on unless asked: each probe costs a call a row
 
 
 def check_reward(
@@ -63,15 +75,23 @@ def check_reward(
     prompt_column: str = "prompt",
     reference_column: str | None = None,
     honest_column: str | None = None,
-    rows: int = 32,
+    rows: int | None = None,
     timeout_s: float | None = None,
     probes: str | None = None,
+    labels: str | None = None,
 ) -> RewardCheck:
     """Score the probe battery beside honest answers; flag exploits and degenerate rewards.
     `probes`: a JSONL file of the user's own probes, {"name", "completion", "max_score"} a
-    line (`{prompt}` and `{reference}` in a completion are each row's)."""
+    line (`{prompt}` and `{reference}` in a completion are each row's). `labels` (a judge):
+    a JSONL file of {"prompt", "completion", "label"}, for the judge's agreement with them.
+    `rows`: 32, or 8 for a judge (each probe costs one of its calls a row)."""
     if (spec is None) == (data is None):
         raise ConfigError("give either spec (the run's data) or data (a file), not both/neither")
+    info = REWARDS.get(reward)
+    judged = bool(info and info.default.judged)
+    rows = rows or (JUDGE_ROWS if judged else 32)
+    if labels and not judged:
+        raise ConfigError(f"--labels checks a judge's agreement; reward '{reward}' is no judge")
     if spec is not None:
         run_spec = load_spec(spec)
         if params is None and run_spec.reward and run_spec.reward.name == reward:
@@ -85,8 +105,9 @@ def check_reward(
     else:
         table = read_rows(str(data), limit=rows)
     params = dict(params or {})
-    info = REWARDS.get(reward)
-    if reference_column and info and "reference_column" in info.parameters:
+    # a judge sees a reference only where its own params say so: the check judges it as it
+    # will train, so the reference column is never added to its params here
+    if reference_column and info and "reference_column" in info.parameters and not judged:
         # a composite reward (rhyme_relevance) routes it to the part that reads references
         params.setdefault("reference_column", reference_column)
     if spec is not None and info and "label_column" in info.parameters:
@@ -102,8 +123,11 @@ def check_reward(
         "user_probes": read_user_probes(probes) if probes else [],
     }
     if reward in REWARDS:
+        built = get_reward(reward, params)
+        if judged:
+            built.ready()  # a judge that is down is said by name before any probe
         report = run_probes(
-            get_reward(reward, params),
+            built,
             table,
             prompt_column=prompt_column,
             reference_column=reference_column,
@@ -111,6 +135,9 @@ def check_reward(
             max_rows=rows,
             user_probes=job["user_probes"],
         ).to_dict()
+        if labels:
+            report["agreement"] = agreement(built, read_labels(labels)).to_dict()
+        report["judge"] = built.usage()
     else:
         get_reward(reward, params)  # a malformed ref fails here, before a process starts
         report = probe_in_subprocess(job, timeout_s)
