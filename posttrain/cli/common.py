@@ -53,15 +53,24 @@ def guarded(fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
+def emit(data: Any, as_json: bool, render: Callable[[Any], None], events: bool = False) -> None:
     """Print a verb's result: JSON for agents, else `render`; secret values masked first."""
     from posttrain.core.secrets import redact_value
 
-    data = redact_value(data)
-    if as_json:  # ensure_ascii: ESC, C0 and C1 controls leave as \u escapes, never raw
-        print(json.dumps(data, indent=2, default=str))
+    if as_json:
+        emit_json(data, events)
     else:
-        render(data)
+        render(redact_value(data))
+
+
+def emit_json(data: Any, events: bool = False) -> None:
+    """A result as JSON: indented, or one line where it ends a stream of --events."""
+    from posttrain.core.secrets import redact_value
+
+    # ensure_ascii (the default): ESC, C0 and C1 controls leave as \u escapes, never raw
+    data = redact_value(data)
+    text = json.dumps(data, default=str) if events else json.dumps(data, indent=2, default=str)
+    print(text, flush=True)
 
 
 # ESC and the other C0 controls but tab and newline, DEL, the C1 controls (U+009B is a CSI
