@@ -156,9 +156,12 @@ def _demo_summary(tools: Any, d: Any) -> None:
                 )
                 console.print(untrusted(r.completion), highlight=False)
     console.print(
-        f"\nnext: posttrain eval {d.run_id} (base vs trained on held-out prompts)"
-        f"\ninspect: posttrain run get {d.run_id} --plot | posttrain run trace "
-        f"{d.run_id} --step last | posttrain run logs {d.run_id}"
+        f"\nnext, one command a line:"
+        f"\n  posttrain eval {d.run_id}  # base vs trained on held-out prompts"
+        f"\n  posttrain run get {d.run_id} --plot"
+        f"\n  posttrain run trace {d.run_id} --step last"
+        f"\n  posttrain run logs {d.run_id}",
+        highlight=False,
     )
 
 
@@ -210,8 +213,11 @@ def _real_demo(
     console.print(
         f"\nthe base column is the model GRPO started from (SmolLM2 after its {warmstart_steps}-"
         f"step warm-start); before it, SmolLM2 called no tool in 32 tries (posttrain/data/demo.py)"
-        f"\nnext: posttrain run export {run_id} --out DIR --merged (a folder plain "
-        f"transformers loads) | posttrain run trace {run_id} --step last"
+        f"\nnext, one command a line:"
+        f"\n  posttrain run export {run_id} --out DIR --merged  # a folder plain transformers "
+        f"loads"
+        f"\n  posttrain run trace {run_id} --step last",
+        highlight=False,
     )
 
 
