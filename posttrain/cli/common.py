@@ -22,7 +22,22 @@ from posttrain.core.secrets import redact
 
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NEEDS_APPROVAL, EXIT_BACKEND = 2, 3, 4, 5
 
-console = Console()
+# Without a terminal (an agent's shell pipes stdout) rich lays out for 80 columns and cuts
+# tables there; a pipe has no width, so a table takes the width of its content, and text is
+# not wrapped (an agent greps whole lines). Rules, which would span that width, stay 80 wide.
+PIPE_WIDTH = 10_000
+RULE_WIDTH = 80
+
+
+class _Console(Console):
+    def rule(self, title: Any = "", **kwargs: Any) -> None:
+        from rich.rule import Rule
+
+        width = None if self.is_terminal else min(self.width, RULE_WIDTH)
+        self.print(Rule(title, **kwargs), width=width)
+
+
+console = _Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 T = TypeVar("T")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for agents.")]
