@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonFlag = False,
         events: EventsFlag = False,
     ) -> None:
-        """A proof step and a few steps of the spec, local and free by default.
+        """Dry-run the spec: a proof step and a few steps, local and free by default.
 
         Waits for the run to end (a line a stage and at least every 15 s, also in a pipe; JSON
         lines with --events) and exits 1 when it did not succeed, with its cause; --detach
@@ -192,8 +192,9 @@ def register(app: typer.Typer) -> None:
         seeds: SeedsFlag = None,
         as_json: JsonFlag = False,
     ) -> None:
-        """Start the full run (or a group, one run per seed); a human approves any spend
-        (prompt, or a token to pass back)."""
+        """Start the full run (or a group, one run per seed); a human approves any spend.
+
+        At a terminal it asks; elsewhere it returns a token for the human to approve."""
         launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
 
     @app.command("eval")

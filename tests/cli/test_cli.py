@@ -80,3 +80,15 @@ def test_smoke_honours_its_backend_flag(tmp_path, monkeypatch):
     assert "Modal is not configured" in result.output
     assert "confirmation_token" not in result.output
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+def test_help_lists_the_verbs_in_lifecycle_order_says_what_it_trains_and_shows_flags_bare():
+    top = runner.invoke(app, ["--help"], terminal_width=200)
+    assert top.exit_code == 0
+    listed = [line.split()[1] for line in top.stdout.splitlines() if line.startswith("│ ")]
+    verbs = [v for v in listed if v in ("plan", "data", "reward", "smoke", "launch", "run", "eval")]
+    assert verbs == ["plan", "data", "reward", "smoke", "launch", "run", "eval"], listed
+    assert "SmolLM2" in top.stdout and "Post-train Qwen models" not in top.stdout
+    demo = runner.invoke(app, ["demo", "--help"], terminal_width=200)
+    assert "--json" in demo.stdout and "<bool>" not in demo.stdout  # a flag takes no value
+    assert "<int range>" in demo.stdout  # an option that takes one still says what
