@@ -92,3 +92,27 @@ def test_help_lists_the_verbs_in_lifecycle_order_says_what_it_trains_and_shows_f
     demo = runner.invoke(app, ["demo", "--help"], terminal_width=200)
     assert "--json" in demo.stdout and "<bool>" not in demo.stdout  # a flag takes no value
     assert "<int range>" in demo.stdout  # an option that takes one still says what
+
+
+def test_plan_reads_the_first_rows_and_warns_of_a_column_the_data_lacks(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path / "home"))
+    data = tmp_path / "qa.jsonl"
+    data.write_text('{"question": "Why is the sky blue?", "answer": "Rayleigh"}\n' * 8)
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "dataset": {"path": str(data), "prompt_column": "question"},
+                "reward": "relevance",  # reads a reference column, which this data names answer
+            }
+        )
+    )
+    result = runner.invoke(app, ["plan", str(spec), "--json"])
+    assert result.exit_code == 0, result.output  # a plan warns; launch is what refuses
+    warned = [w for w in json.loads(result.stdout)["warnings"] if "is missing" in w]
+    assert len(warned) == 1, json.loads(result.stdout)["warnings"]
+    assert "dataset column 'reference' is missing" in warned[0]
+    assert "the rows have: ['answer', 'question']" in warned[0]
+    assert "reference_column" in warned[0]  # the fix: name the column the data has
+    text = runner.invoke(app, ["plan", str(spec)], terminal_width=80)
+    assert "dataset column 'reference' is missing" in " ".join(text.stdout.split())
