@@ -7,11 +7,13 @@ Every command prints a table for people, or JSON with --json. Errors go to stder
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from typer._click.exceptions import UsageError  # typer 0.29 vendors click: its own errors
 from typer.core import TyperGroup, TyperOption
 
 from posttrain.cli.common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
@@ -44,6 +46,28 @@ class _LifecycleOrder(TyperGroup):
         order = [*LIFECYCLE, *SETUP]
         rank = {name: i for i, name in enumerate(order)}
         return sorted(super().list_commands(ctx), key=lambda name: rank.get(name, len(order)))
+
+    def invoke(self, ctx: Any) -> Any:
+        """Every command's usage errors pass here: those with a known fix get it added."""
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            if hint := usage_hint(exc.format_message()):
+                exc.message = f"{exc.message}\n{hint}"
+            raise
+
+
+def usage_hint(message: str) -> str | None:
+    """The fix for a usage error click reports without one."""
+    if re.search(
+        r"unexpected extra arguments?(\(s\))? \((true|false|yes|no|on|off|1|0)\b", message
+    ):
+        return "a flag takes no value: write --json, not --json true (leave it out for false)"
+    if "Missing argument 'run_id'" in message:
+        return "`posttrain run list` shows the run ids"
+    if "Missing argument 'spec'" in message:
+        return "give a .yaml or .json RunSpec file (README.md shows one)"
+    return None
 
 
 app = typer.Typer(

@@ -116,3 +116,12 @@ def test_plan_reads_the_first_rows_and_warns_of_a_column_the_data_lacks(tmp_path
     assert "reference_column" in warned[0]  # the fix: name the column the data has
     text = runner.invoke(app, ["plan", str(spec)], terminal_width=80)
     assert "dataset column 'reference' is missing" in " ".join(text.stdout.split())
+
+
+def test_usage_errors_with_a_known_fix_print_it():
+    flag = runner.invoke(app, ["reward", "list", "--json", "true"])
+    assert flag.exit_code == 2 and "write --json, not --json true" in flag.output
+    no_run = runner.invoke(app, ["run", "get"])
+    assert no_run.exit_code == 2 and "`posttrain run list` shows the run ids" in no_run.output
+    no_spec = runner.invoke(app, ["plan"])
+    assert no_spec.exit_code == 2 and "RunSpec file" in no_spec.output
