@@ -116,6 +116,16 @@ class Reporter:
                 print(json.dumps({"event": "note", "message": plain, **fields}), flush=True)
             self._last_line = time.monotonic()
 
+    def heard(self) -> None:
+        """The command wrote something itself (a log line): the silence starts again."""
+        with self._lock:
+            self._last_line = time.monotonic()
+
+    def forget(self, key: str) -> None:
+        """A task whose end the command says itself: dropped, its last state unsaid."""
+        with self._lock:
+            self.tasks.pop(key, None)
+
     def close(self, key: str) -> None:
         """A task that ended: its last state is written (a pipe sees 250/250), then the
         heartbeat leaves it out."""

@@ -338,16 +338,27 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                 lambda _: print_lines(page) if page.lines else console.print("no log lines"),
             )
             return
-        print_lines(page)
-        cursor = page.cursor
-        while page.status not in FINAL_STATUSES:
-            page = guarded(
-                lambda c=cursor: tools.tail_logs(
-                    run_id, tail=500, after=c, follow_s=5, search=search
-                )
-            )
+        from posttrain.cli.progress import Reporter, mode_for
+
+        # In a pipe, a quiet run still gets a line every 15 s (what it waits on); with --json
+        # the log lines are the stream, and a terminal shows the lines as they come.
+        reporter = Reporter("lines" if mode_for(as_json) == "lines" else "quiet")
+        with reporter.running():
             print_lines(page)
             cursor = page.cursor
+            while page.status not in FINAL_STATUSES:
+                page = guarded(
+                    lambda c=cursor: tools.tail_logs(
+                        run_id, tail=500, after=c, follow_s=5, search=search
+                    )
+                )
+                if page.lines:
+                    print_lines(page)
+                    reporter.heard()
+                else:
+                    reporter.update(run_id, f"{run_id}: {page.status}", info="(no new log line)")
+                cursor = page.cursor
+            reporter.forget(run_id)  # the end is the last log line, not a status line
 
     @run_app.command("trace")
     def run_trace(
@@ -438,11 +449,18 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         """Write a run's model for plain transformers: safetensors, tokenizer, chat template.
 
         A LoRA adapter is merged into the model it trained on, unless --adapter."""
+        from posttrain.cli.progress import progress
         from posttrain.tools.export import export_run
 
         # the CLI is the user's own hand: any folder they can write (agents go through MCP,
         # whose tool confines `out` to the allowed roots)
-        result = guarded(lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")]))
+        doing = "merging the adapter into its base" if merged else "writing the model"
+        with progress(as_json) as reporter:  # a merge loads the base model: many seconds
+            reporter.update("export", f"export {run_id}", info=doing)
+            result = guarded(
+                lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")])
+            )
+            reporter.forget("export")  # its result says it is done
 
         def render(r: dict[str, Any]) -> None:
             how = (
