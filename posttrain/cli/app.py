@@ -7,11 +7,14 @@ Every command prints a table for people, or JSON with --json. Errors go to stder
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from typer._click.exceptions import UsageError  # typer 0.29 vendors click: its own errors
+from typer.core import TyperGroup, TyperOption
 
 from posttrain.cli.common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
 from posttrain.cli.demo import register_demo
@@ -19,8 +22,63 @@ from posttrain.cli.lifecycle import register as register_lifecycle
 from posttrain.cli.runs import register
 from posttrain.core.errors import ConfigError
 
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value, so its help shows no type. typer 0.29's rich help shows
+    `<bool>` for every flag (`--json <bool>`, which reads as if `--json true` were asked
+    for, and is refused); its plain help already leaves flags bare."""
+    if self.is_flag or self.count:
+        return None
+    return _option_type(self, ctx)
+
+
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+# `posttrain --help` lists the verbs in the order of a run's lifecycle (typer lists every
+# command before every group, in the order the modules register them), then setting up.
+LIFECYCLE = ("plan", "data", "reward", "env", "smoke", "launch", "run", "eval", "job", "demo")
+SETUP = ("mcp-config", "skills", "serve", "dashboard", "modal")
+
+
+class _LifecycleOrder(TyperGroup):
+    def list_commands(self, ctx: Any) -> list[str]:
+        order = [*LIFECYCLE, *SETUP]
+        rank = {name: i for i, name in enumerate(order)}
+        return sorted(super().list_commands(ctx), key=lambda name: rank.get(name, len(order)))
+
+    def invoke(self, ctx: Any) -> Any:
+        """Every command's usage errors pass here: those with a known fix get it added."""
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            if hint := usage_hint(exc.format_message()):
+                exc.message = f"{exc.message}\n{hint}"
+            raise
+
+
+def usage_hint(message: str) -> str | None:
+    """The fix for a usage error click reports without one."""
+    if re.search(
+        r"unexpected extra arguments?(\(s\))? \((true|false|yes|no|on|off|1|0)\b", message
+    ):
+        return "a flag takes no value: write --json, not --json true (leave it out for false)"
+    if "Missing argument 'run_id'" in message:
+        return "`posttrain run list` shows the run ids"
+    if "Missing argument 'spec'" in message:
+        return "give a .yaml or .json RunSpec file (README.md shows one)"
+    return None
+
+
 app = typer.Typer(
-    help="Post-train Qwen models (GRPO, SFT with LoRA) carefully: check, smoke, launch, evaluate.",
+    cls=_LifecycleOrder,
+    epilog="The lifecycle: plan SPEC; data check SPEC; reward check REWARD --spec SPEC; smoke "
+    "SPEC (a free dry run); launch SPEC (a human approves the cost); run get|logs|trace ID; "
+    "eval ID; run cancel ID.",
+    help="Post-train language models carefully (GRPO, SFT, LoRA): check the data and the "
+    "reward, dry-run, launch, watch, evaluate. Qwen3 and Qwen2.5 presets or hub ids, "
+    "SmolLM2-135M-Instruct (ships with the package, trains on a CPU), a local model folder or "
+    ".gguf file, and tiny-local for the demo.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -29,7 +87,8 @@ reward_app = typer.Typer(
 )
 app.add_typer(reward_app, name="reward")
 run_app = typer.Typer(
-    help="Runs: start, list, inspect, follow and cancel them.", no_args_is_help=True
+    help="Runs: start, list, inspect (get, logs, trace), export and cancel them.",
+    no_args_is_help=True,
 )
 app.add_typer(run_app, name="run")
 env_app = typer.Typer(

@@ -22,7 +22,22 @@ from posttrain.core.secrets import redact
 
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NEEDS_APPROVAL, EXIT_BACKEND = 2, 3, 4, 5
 
-console = Console()
+# Without a terminal (an agent's shell pipes stdout) rich lays out for 80 columns and cuts
+# tables there; a pipe has no width, so a table takes the width of its content, and text is
+# not wrapped (an agent greps whole lines). Rules, which would span that width, stay 80 wide.
+PIPE_WIDTH = 10_000
+RULE_WIDTH = 80
+
+
+class _Console(Console):
+    def rule(self, title: Any = "", **kwargs: Any) -> None:
+        from rich.rule import Rule
+
+        width = None if self.is_terminal else min(self.width, RULE_WIDTH)
+        self.print(Rule(title, **kwargs), width=width)
+
+
+console = _Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 T = TypeVar("T")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for agents.")]
@@ -53,15 +68,24 @@ def guarded(fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
+def emit(data: Any, as_json: bool, render: Callable[[Any], None], events: bool = False) -> None:
     """Print a verb's result: JSON for agents, else `render`; secret values masked first."""
     from posttrain.core.secrets import redact_value
 
-    data = redact_value(data)
-    if as_json:  # ensure_ascii: ESC, C0 and C1 controls leave as \u escapes, never raw
-        print(json.dumps(data, indent=2, default=str))
+    if as_json:
+        emit_json(data, events)
     else:
-        render(data)
+        render(redact_value(data))
+
+
+def emit_json(data: Any, events: bool = False) -> None:
+    """A result as JSON: indented, or one line where it ends a stream of --events."""
+    from posttrain.core.secrets import redact_value
+
+    # ensure_ascii (the default): ESC, C0 and C1 controls leave as \u escapes, never raw
+    data = redact_value(data)
+    text = json.dumps(data, default=str) if events else json.dumps(data, indent=2, default=str)
+    print(text, flush=True)
 
 
 # ESC and the other C0 controls but tab and newline, DEL, the C1 controls (U+009B is a CSI

@@ -1,4 +1,5 @@
-"""`posttrain demo`: the whole lifecycle on the tiny model, followed with progress bars, and
+"""`posttrain demo`: the whole lifecycle on the tiny model, followed (cli/progress: bars on a
+terminal, a line at least every 15 s in a pipe, JSON lines with --events), and
 what it learned (the rhyme curve, the best samples of the first and last step).
 
 `posttrain demo --real`: the same lifecycle on a real pretrained model (SmolLM2-135M-Instruct,
@@ -11,9 +12,9 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from posttrain.cli.common import JsonFlag, console, guarded, untrusted
+from posttrain.cli.common import JsonFlag, console, emit_json, guarded, untrusted
+from posttrain.cli.progress import EventsFlag, Reporter, progress
 from posttrain.cli.termplot import chart, sparkline
 from posttrain.core.formatting import num
 from posttrain.data.demo import (
@@ -53,69 +54,74 @@ def register_demo(app: typer.Typer) -> None:
             ),
         ] = False,
         as_json: JsonFlag = False,
+        events: EventsFlag = False,
     ) -> None:
         """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (1-4 min)."""
-        if real:  # steps given on the command line are kept, whatever their value
-            steps = steps or REAL_DEMO_STEPS
-            warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS
-            _real_demo(tools, launch, steps, warmstart_steps, seed, as_json)
-            return
-        steps = steps or DEMO_STEPS
-        warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
-        from posttrain.data.demo import demo_spec
+        as_json = as_json or events
+        with progress(as_json, events) as reporter:
+            if real:  # steps given on the command line are kept, whatever their value
+                steps = steps or REAL_DEMO_STEPS
+                warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS
+                _real_demo(tools, launch, steps, warmstart_steps, seed, reporter)
+                return
+            from posttrain.data.demo import demo_spec
 
-        started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
-        run_id = started.run_id
-        if not as_json:
-            console.print(
+            steps = steps or DEMO_STEPS
+            warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
+            reporter.update("wait", "demo: starting the run", milestone=True)
+            started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
+            reporter.close("wait")
+            run_id = started.run_id
+            reporter.note(
                 f"demo run [bold]{run_id}[/bold]: tiny Qwen3-shaped model, SFT "
-                f"warm-start then GRPO with rhyme_relevance (Ctrl-C cancels it)"
+                f"warm-start then GRPO with rhyme_relevance (Ctrl-C cancels it)",
+                run_id=run_id,
             )
-        try:
-            detail = _follow(tools, run_id, quiet=as_json)
-        except KeyboardInterrupt:
-            console.print("cancelling the demo run...")
-            tools.cancel_run(run_id)
-            raise typer.Exit(130) from None
+            detail = _follow_or_cancel(tools, run_id, reporter)
         if as_json:
-            print(detail.model_dump_json(indent=2))
+            emit_json(detail.model_dump(mode="json"), events)
         else:
             _demo_summary(tools, detail)
         if detail.status != "succeeded":
             raise typer.Exit(5)
 
 
-def _follow(tools: Any, run_id: str, quiet: bool, component: str = "rhyme") -> Any:
-    """Poll the run, with progress bars for the warm-start and GRPO, until it ends; the GRPO
-    bar shows the reward and one of its components."""
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-    ) as progress:
-        tasks: dict[str, Any] = {}
-        while True:
-            d = tools.get_run(run_id)
-            phase = d.phase or "preparing"
+def _follow_or_cancel(tools: Any, run_id: str, reporter: Reporter, **kwargs: Any) -> Any:
+    try:
+        return _follow(tools, run_id, reporter, **kwargs)
+    except KeyboardInterrupt:
+        console.print("cancelling the demo run...")
+        tools.cancel_run(run_id)
+        raise typer.Exit(130) from None
+
+
+def _follow(tools: Any, run_id: str, reporter: Reporter, component: str = "rhyme") -> Any:
+    """Poll the run until it ends, reporting its warm-start and GRPO phases (the GRPO one
+    with the reward and one of its components), and before them what it waits on."""
+    phases = {"warmstart": "SFT warm-start", "train": "GRPO"}
+    seen: list[str] = []
+    while True:
+        d = tools.get_run(run_id)
+        phase = d.phase if d.phase in phases else None
+        if phase is None:  # queued, loading the model, building the tokenizer...
+            stage = f"({d.stage or 'starting'})"
+            reporter.update("wait", f"{run_id}: {d.status}", info=stage, milestone=True)
+        elif phase not in seen:
+            for old in ("wait", *seen):
+                reporter.close(old)
+            seen.append(phase)
+        if phase is not None:
             total = d.warmstart_steps if phase == "warmstart" else d.total_steps
-            if phase not in tasks and d.phase:
-                for other in tasks.values():
-                    done = progress.tasks[other].total
-                    progress.update(other, completed=done, info=f"step {done}/{done}")
-                label = "SFT warm-start" if phase == "warmstart" else "GRPO"
-                tasks[phase] = progress.add_task(label, total=total, info="")
-            if phase in tasks:
-                info = f"step {d.step}/{total}"
-                if phase == "train" and d.reward is not None:
-                    share = d.components.get(component, 0)
-                    info += f"  reward {d.reward:.3f}  {component} {share:.2f}"
-                progress.update(tasks[phase], completed=d.step, info=info)
-            if d.status in FINAL_STATUSES:
-                return d
-            time.sleep(1.0)
+            info = ""
+            if phase == "train" and d.reward is not None:
+                share = d.components.get(component, 0)
+                info = f"reward {d.reward:.3f}  {component} {share:.2f}"
+            reporter.update(phase, phases[phase], d.step, total, info, reward=d.reward)
+        if d.status in FINAL_STATUSES:
+            for key in ("wait", *seen):
+                reporter.close(key)
+            return d
+        time.sleep(1.0)
 
 
 def _demo_summary(tools: Any, d: Any) -> None:
@@ -150,14 +156,17 @@ def _demo_summary(tools: Any, d: Any) -> None:
                 )
                 console.print(untrusted(r.completion), highlight=False)
     console.print(
-        f"\nnext: posttrain eval {d.run_id} (base vs trained on held-out prompts)"
-        f"\ninspect: posttrain run get {d.run_id} --plot | posttrain run trace "
-        f"{d.run_id} --step last | posttrain run logs {d.run_id}"
+        f"\nnext, one command a line:"
+        f"\n  posttrain eval {d.run_id}  # base vs trained on held-out prompts"
+        f"\n  posttrain run get {d.run_id} --plot"
+        f"\n  posttrain run trace {d.run_id} --step last"
+        f"\n  posttrain run logs {d.run_id}",
+        highlight=False,
     )
 
 
 def _real_demo(
-    tools: Any, launch: Any, steps: int, warmstart_steps: int, seed: int, as_json: bool
+    tools: Any, launch: Any, steps: int, warmstart_steps: int, seed: int, reporter: Reporter
 ) -> None:
     """Launch the real-model demo, follow it, evaluate it, and show what changed."""
     from posttrain.cli.lifecycle import _render_eval
@@ -165,39 +174,38 @@ def _real_demo(
     from posttrain.data.demo import real_demo_spec, write_tool_rows
     from posttrain.tools.evaluate import evaluate
 
+    as_json = reporter.mode in ("events", "quiet")
+    reporter.update("wait", "real demo: planning the run", milestone=True)
     spec = real_demo_spec(write_tool_rows(home() / "demo"), steps, warmstart_steps, seed)
     started = guarded(lambda: launch(spec))
+    reporter.close("wait")
     run_id = started.run_id
-    if not as_json:
-        console.print(
-            f"real demo run [bold]{run_id}[/bold]: SmolLM2-135M-Instruct (converted once from "
-            f"its packaged GGUF), {warmstart_steps} SFT warm-start steps, then {steps} GRPO "
-            f"steps with the tool_call reward (Ctrl-C cancels it)"
-        )
-    try:
-        detail = _follow(tools, run_id, quiet=as_json, component="arguments")
-    except KeyboardInterrupt:
-        console.print("cancelling the demo run...")
-        tools.cancel_run(run_id)
-        raise typer.Exit(130) from None
+    reporter.note(
+        f"real demo run [bold]{run_id}[/bold]: SmolLM2-135M-Instruct (converted once from "
+        f"its packaged GGUF), {warmstart_steps} SFT warm-start steps, then {steps} GRPO "
+        f"steps with the tool_call reward (Ctrl-C cancels it)",
+        run_id=run_id,
+    )
+    detail = _follow_or_cancel(tools, run_id, reporter, component="arguments")
     if detail.status != "succeeded":
         if as_json:
-            print(detail.model_dump_json(indent=2))
+            emit_json(detail.model_dump(mode="json"), reporter.mode == "events")
         else:
             _demo_summary(tools, detail)
         raise typer.Exit(5)
-    with console.status("evaluate: base and trained on the held-out questions...") as status:
+    reporter.update("eval", "evaluate", info="base and trained on the held-out questions")
 
-        def progress(done: int, total: int, message: str) -> None:
-            status.update(f"evaluate: {message} ({done}/{total})")
+    def evaluating(done: int, total: int, message: str) -> None:
+        reporter.update("eval", "evaluate", done, total, message)
 
-        outcome = guarded(
-            lambda: evaluate(
-                run_id, k=REAL_EVAL_K, base_passes=REAL_EVAL_BASE_PASSES, progress=progress
-            )
+    outcome = guarded(
+        lambda: evaluate(
+            run_id, k=REAL_EVAL_K, base_passes=REAL_EVAL_BASE_PASSES, progress=evaluating
         )
+    )
+    reporter.close("eval")
     if as_json:
-        print(outcome.model_dump_json(indent=2))
+        emit_json(outcome.model_dump(mode="json"), reporter.mode == "events")
         return
     assert outcome.result is not None
     _side_by_side(outcome.result.examples)
@@ -205,8 +213,11 @@ def _real_demo(
     console.print(
         f"\nthe base column is the model GRPO started from (SmolLM2 after its {warmstart_steps}-"
         f"step warm-start); before it, SmolLM2 called no tool in 32 tries (posttrain/data/demo.py)"
-        f"\nnext: posttrain run export {run_id} --out DIR --merged (a folder plain "
-        f"transformers loads) | posttrain run trace {run_id} --step last"
+        f"\nnext, one command a line:"
+        f"\n  posttrain run export {run_id} --out DIR --merged  # a folder plain transformers "
+        f"loads"
+        f"\n  posttrain run trace {run_id} --step last",
+        highlight=False,
     )
 
 

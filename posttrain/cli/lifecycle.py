@@ -21,6 +21,7 @@ from posttrain.cli.common import (
     guarded,
     untrusted,
 )
+from posttrain.cli.progress import EventsFlag, Reporter, progress
 from posttrain.cli.runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
 
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
@@ -165,13 +166,22 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--detach", help="Return the run id at once; do not wait.")
         ] = False,
         as_json: JsonFlag = False,
+        events: EventsFlag = False,
     ) -> None:
-        """A proof step and a few steps of the spec, local and free by default.
+        """Dry-run the spec: a proof step and a few steps, local and free by default.
 
-        Waits for the run to end (a line a stage, also in a pipe) and exits 1 when it did not
-        succeed, with its cause; --detach returns the run id at once."""
+        Waits for the run to end (a line a stage and at least every 15 s, also in a pipe; JSON
+        lines with --events) and exits 1 when it did not succeed, with its cause; --detach
+        returns the run id at once."""
         launch_command(
-            spec, confirm, None, as_json, smoke_steps=steps, smoke_backend=backend, wait=not detach
+            spec,
+            confirm,
+            None,
+            as_json or events,
+            smoke_steps=steps,
+            smoke_backend=backend,
+            wait=not detach,
+            events=events,
         )
 
     @app.command("launch")
@@ -182,8 +192,9 @@ def register(app: typer.Typer) -> None:
         seeds: SeedsFlag = None,
         as_json: JsonFlag = False,
     ) -> None:
-        """Start the full run (or a group, one run per seed); a human approves any spend
-        (prompt, or a token to pass back)."""
+        """Start the full run (or a group, one run per seed); a human approves any spend.
+
+        At a terminal it asks; elsewhere it returns a token for the human to approve."""
         launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
 
     @app.command("eval")
@@ -204,11 +215,13 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         as_json: JsonFlag = False,
+        events: EventsFlag = False,
     ) -> None:
         """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict.
 
         It runs as a detached job (it survives this command: ^C stops only the waiting);
-        this command waits for it with a progress bar unless --detach."""
+        this command waits for it, with progress (a line at least every 15 s in a pipe, JSON
+        lines with --events), unless --detach."""
 
         from posttrain.tools.evaluate import eval_question, outcome_of, start_evaluate
 
@@ -218,10 +231,12 @@ def register(app: typer.Typer) -> None:
                 run_id, k, base_passes, max_tasks, threshold, seed, human, confirm
             )
 
-        outcome = guarded(body)
+        as_json = as_json or events
+        outcome = guarded(body)  # a question at the terminal comes before any progress bar
         if outcome.status == "started" and not detach:
-            outcome = guarded(lambda: outcome_of(follow_job(outcome.job_id, as_json)))
-        emit(outcome.model_dump(mode="json"), as_json, _render_eval)
+            with progress(as_json, events) as reporter:
+                outcome = guarded(lambda: outcome_of(follow_job(outcome.job_id, reporter)))
+        emit(outcome.model_dump(mode="json"), as_json, _render_eval, events)
         if outcome.status not in ("done", "started"):
             raise typer.Exit(EXIT_NEEDS_APPROVAL)
 
@@ -269,12 +284,15 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--follow", "-f", help="Wait for it to end, with progress.")
         ] = False,
         as_json: JsonFlag = False,
+        events: EventsFlag = False,
     ) -> None:
         """A job's stage, progress and, once it ended, its result (evaluate, export)."""
         from posttrain.tools.jobs import get_job
 
-        view = guarded(lambda: follow_job(job_id, as_json) if follow else get_job(job_id))
-        emit(view.model_dump(mode="json"), as_json, _render_job)
+        as_json = as_json or events
+        with progress(as_json, events) as reporter:
+            view = guarded(lambda: follow_job(job_id, reporter) if follow else get_job(job_id))
+        emit(view.model_dump(mode="json"), as_json, _render_job, events)
 
     @job_app.command("cancel")
     def job_cancel(job_id: str, as_json: JsonFlag = False) -> None:
@@ -331,27 +349,22 @@ def _server_entry(uvx: str | None, project: Path) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "posttrain.cli", "serve"], "env": env}
 
 
-def follow_job(job_id: str | None, as_json: bool, every_s: float = 1.0) -> Any:
-    """Wait for a job to end, drawing its progress on a terminal (stderr, so --json output
-    stays one document). ^C stops the waiting, never the job."""
+def follow_job(job_id: str | None, reporter: Reporter, every_s: float = 1.0) -> Any:
+    """Wait for a job to end, reporting its stage and progress (cli/progress decides how).
+    ^C stops the waiting, never the job."""
     import time
-
-    from rich.progress import Progress
 
     from posttrain.tools.jobs import get_job
 
     assert job_id is not None
     view = get_job(job_id)
-    quiet = as_json or not console.is_terminal
     try:
-        with Progress(console=console, transient=True, disable=quiet) as bar:
-            task = bar.add_task(view.message, total=None)
-            while view.status == "running":
-                bar.update(
-                    task, description=view.message, completed=view.done or 0, total=view.total
-                )
-                time.sleep(every_s)
-                view = get_job(job_id)
+        while view.status == "running":
+            label = f"{view.kind} {job_id}"
+            reporter.update(job_id, label, view.done, view.total, view.message or "")
+            time.sleep(every_s)
+            view = get_job(job_id)
+        reporter.close(job_id)
     except KeyboardInterrupt:
         console.print(
             f"stopped waiting; job {job_id} goes on: `posttrain job get {job_id} --follow` "

@@ -70,9 +70,11 @@ def launch_command(
     smoke_backend: str = "local",
     seeds: str | None = None,
     wait: bool = False,
+    events: bool = False,
 ) -> None:
     """Launch (or smoke), asking the human at the terminal when one is there; with `wait`,
-    follow the runs to their end (the exit code says whether they succeeded)."""
+    follow the runs to their end (the exit code says whether they succeeded; with `events`
+    the launch's object, the progress and the end are one JSON line each)."""
     from posttrain.tools.context import Context
     from posttrain.tools.launch import (
         human_question,
@@ -129,43 +131,47 @@ def launch_command(
             if r["confirmation_token"]:
                 console.print(f"then: posttrain launch SPEC --confirm {r['confirmation_token']}")
 
-    emit(result.model_dump(mode="json"), as_json, render)
+    emit(result.model_dump(mode="json"), as_json, render, events)
     if result.status in ("needs_confirmation", "declined"):
         raise typer.Exit(EXIT_NEEDS_APPROVAL)
     if wait and result.status in ("started", "existing"):
-        wait_for_runs(result.run_ids or [result.run_id], as_json)
+        wait_for_runs(result.run_ids or [result.run_id], as_json, events)
 
 
 EXIT_RUN_FAILED = 1  # the run (a dry run) ended, and not well
 
 
-def wait_for_runs(run_ids: list[str], as_json: bool) -> None:
-    """Until every run ends: a line a stage or each tenth of the steps (a pipe sees it as a
-    terminal does), then the end; exits EXIT_RUN_FAILED when one did not succeed."""
+def wait_for_runs(run_ids: list[str], as_json: bool, events: bool = False) -> None:
+    """Until every run ends: a line a stage or each tenth of the steps, and one at least
+    every 15 s (cli/progress), then the end; exits EXIT_RUN_FAILED when one did not succeed."""
     import time
 
+    from posttrain.cli.progress import progress
     from posttrain.runs.layout import FINAL_STATUSES
     from posttrain.tools.runs import get_run
 
     said: dict[str, tuple[Any, ...]] = {}
-    while True:
-        details = [guarded(lambda r=r: get_run(r)) for r in run_ids]
-        for d in details:
-            total = d.total_steps or 0
-            mark = (d.status, d.stage, d.step * 10 // total if total else d.step)
-            if said.get(d.run_id) != mark and not as_json:
+    with progress(as_json, events) as reporter:
+        while True:
+            details = [guarded(lambda r=r: get_run(r)) for r in run_ids]
+            for d in details:
+                if d.run_id in said and said[d.run_id][0] in FINAL_STATUSES:
+                    continue  # its end is said
+                total = d.total_steps or 0
+                mark = (d.status, d.stage, d.step * 10 // total if total else d.step)
+                label = f"{d.run_id}: {d.status} ({d.stage or '-'}), step"
+                milestone = said.get(d.run_id) != mark
                 said[d.run_id] = mark
-                print(
-                    f"{d.run_id}: {d.status} ({d.stage or '-'}), step {d.step}/{total or '?'}",
-                    flush=True,
-                )
-        if all(d.status in FINAL_STATUSES for d in details):
-            break
-        time.sleep(1.0)
+                reporter.update(d.run_id, label, d.step, total or None, milestone=milestone)
+                if d.status in FINAL_STATUSES:
+                    reporter.close(d.run_id)
+            if all(d.status in FINAL_STATUSES for d in details):
+                break
+            time.sleep(1.0)
     failed = [d for d in details if d.status != "succeeded"]
     ended = {"ended": [{"run_id": d.run_id, "status": d.status, "cause": d.cause} for d in details]}
     if as_json:
-        print(json.dumps(ended, indent=2))
+        print(json.dumps(ended) if events else json.dumps(ended, indent=2))
     for d in failed:
         if not as_json:
             console.print(
@@ -332,16 +338,27 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                 lambda _: print_lines(page) if page.lines else console.print("no log lines"),
             )
             return
-        print_lines(page)
-        cursor = page.cursor
-        while page.status not in FINAL_STATUSES:
-            page = guarded(
-                lambda c=cursor: tools.tail_logs(
-                    run_id, tail=500, after=c, follow_s=5, search=search
-                )
-            )
+        from posttrain.cli.progress import Reporter, mode_for
+
+        # In a pipe, a quiet run still gets a line every 15 s (what it waits on); with --json
+        # the log lines are the stream, and a terminal shows the lines as they come.
+        reporter = Reporter("lines" if mode_for(as_json) == "lines" else "quiet")
+        with reporter.running():
             print_lines(page)
             cursor = page.cursor
+            while page.status not in FINAL_STATUSES:
+                page = guarded(
+                    lambda c=cursor: tools.tail_logs(
+                        run_id, tail=500, after=c, follow_s=5, search=search
+                    )
+                )
+                if page.lines:
+                    print_lines(page)
+                    reporter.heard()
+                else:
+                    reporter.update(run_id, f"{run_id}: {page.status}", info="(no new log line)")
+                cursor = page.cursor
+            reporter.forget(run_id)  # the end is the last log line, not a status line
 
     @run_app.command("trace")
     def run_trace(
@@ -432,11 +449,18 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         """Write a run's model for plain transformers: safetensors, tokenizer, chat template.
 
         A LoRA adapter is merged into the model it trained on, unless --adapter."""
+        from posttrain.cli.progress import progress
         from posttrain.tools.export import export_run
 
         # the CLI is the user's own hand: any folder they can write (agents go through MCP,
         # whose tool confines `out` to the allowed roots)
-        result = guarded(lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")]))
+        doing = "merging the adapter into its base" if merged else "writing the model"
+        with progress(as_json) as reporter:  # a merge loads the base model: many seconds
+            reporter.update("export", f"export {run_id}", info=doing)
+            result = guarded(
+                lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")])
+            )
+            reporter.forget("export")  # its result says it is done
 
         def render(r: dict[str, Any]) -> None:
             how = (

@@ -4,7 +4,7 @@
 Presets carry the architecture numbers of the real checkpoints, so a random-weight model of
 the real shape can be built for GPU benchmarks without a download (`Preset.config()`).
 `tiny-local` is the Qwen3-shaped model built on this machine (posttrain.gpu.tiny).
-`family_of()` names the Qwen family of a preset, a hub id or a local folder: what a real
+`family_of()` names the family of a preset, a Qwen hub id or a local folder: what a real
 tokenizer, a chat template and a stand-in model are chosen by. `shape_of()` gives the shape of
 any model a spec can name (a preset, a model folder, a .gguf file): what the CPU and GPU time
 estimates are computed from. `SmolLM2-135M-Instruct` is a real pretrained model whose weights
@@ -309,9 +309,10 @@ def memory_estimate_gb(
 
 @dataclass(frozen=True)
 class Family:
-    """A Qwen model family: one BPE vocabulary, one set of special tokens, one chat template."""
+    """A model family: one vocabulary, one set of special tokens, one chat template. The Qwen
+    families' vocabulary is also embedded here (the offline tokenizer); SmolLM2's is not."""
 
-    name: str  # qwen3 or qwen2.5
+    name: str  # qwen3, qwen3-instruct-2507, qwen2.5 or smollm2
     model_type: str  # transformers model_type of the architecture
     # Added tokens from id 151643 on, in id order, with whether each is "special" (stripped
     # by skip_special_tokens). <tool_call> and <think> are not: a decoded answer keeps them.
@@ -365,7 +366,11 @@ QWEN3 = Family(
 )
 QWEN3_2507 = dataclasses.replace(QWEN3, name="qwen3-instruct-2507", template="qwen3_instruct_2507")
 QWEN25 = Family(name="qwen2.5", model_type="qwen2", added_tokens=_SHARED_ADDED, template="qwen2_5")
-FAMILIES = (QWEN3, QWEN3_2507, QWEN25)
+# SmolLM2 is no Qwen: Llama architecture, its own 49,152-token vocabulary (read from its
+# packaged weights, never embedded). Its ChatML template renders no tools, so it gets
+# Qwen2.5's ChatML tool template (gpu.weights.tool_template): that is its `template`.
+SMOLLM2 = Family(name="smollm2", model_type="llama", added_tokens=(), template="qwen2_5")
+FAMILIES = (QWEN3, QWEN3_2507, QWEN25)  # the embedded (offline) vocabularies
 STAND_IN_FAMILIES = "Qwen3 (Qwen/Qwen3-*) or Qwen2.5 (Qwen/Qwen2.5-*)"
 _REPO_FAMILY = (  # matched on the repo name, whoever publishes it (Qwen/, unsloth/, ...)
     (re.compile(r"^qwen3-[\d.]+b(-a[\d.]+b)?-instruct-2507", re.I), QWEN3_2507),
@@ -376,12 +381,15 @@ _MODEL_TYPE_FAMILY = {"qwen3": QWEN3, "qwen2": QWEN25}
 
 
 def family_of(name: str) -> Family | None:
-    """The Qwen family of a preset, a hub id (`Qwen/Qwen3-4B`, `unsloth/Qwen2.5-7B-Instruct`)
-    or a local model folder (by its config.json); None for anything else."""
+    """The family of a preset (a Qwen one, or SmolLM2's), a Qwen hub id (`Qwen/Qwen3-4B`,
+    `unsloth/Qwen2.5-7B-Instruct`) or a local model folder (by its config.json); None for
+    anything else."""
     preset = get_preset(name)
     if preset is not None:
         if preset.hf_repo is None:
             return None  # tiny-local: its own word-level vocabulary
+        if preset.name == SMOLLM2_135M.name:
+            return SMOLLM2
         return QWEN3 if preset.model_type == "qwen3" else QWEN25
     config = expand(name) / "config.json"
     if config.is_file():

@@ -14,13 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.core.errors import BudgetError, ConfigError
+from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, RewardError
 from posttrain.models.calibration import fits
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.spec.sweep import Sweep
 from posttrain.tools.budget import BudgetPolicy, Ledger
+from posttrain.tools.data import check_data
 from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
 from posttrain.tools.sweeps import (
     ArmPlan,
@@ -304,6 +305,10 @@ def plan(
         )
         cost = _unlaunchable(cost, refused, estimate(modal, index))
     warnings: list[str] = [f"launch would answer: {refused}"] if refused else []
+    try:  # the data's first rows, read cheaply: the columns the spec and its reward use
+        check_data(spec)
+    except (ConfigError, NotFoundError, RewardError) as exc:
+        warnings.append(f"launch would answer: {exc}")
     if cap := _over_cap(cost.worst_case_usd):
         warnings.append(f"launch would answer: {cap}")
     preset, a = spec.model.preset, spec.algorithm

@@ -16,6 +16,7 @@ from posttrain.core.errors import ConfigError
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.run_plan import Base, Resume, RunPlan
 from posttrain.spec.schema import RunSpec, load_spec
+from posttrain.tools.data import check_data
 from posttrain.tools.plan import estimate, refuse_local_weights
 
 
@@ -89,32 +90,3 @@ def _stages(run_dir: Path) -> list[dict[str, Any]]:
     from posttrain.runs.layout import iter_events
 
     return [e for e in iter_events(run_dir) if e.get("type") == "stage"]
-
-
-def reward_columns(name: str, params: dict[str, Any]) -> list[str]:
-    """The dataset columns a reward reads. A user's reward is their code: its columns are
-    read in the isolated child with a time limit, never by importing it here."""
-    from posttrain.rewards.isolated import inspect_reward
-    from posttrain.rewards.registry import REWARDS, get_reward
-
-    if name in REWARDS:
-        return list(get_reward(name, params).columns)
-    get_reward(name, params)  # a malformed reference fails here, before a process starts
-    return list(inspect_reward(name, params)["columns"])
-
-
-def check_data(spec: RunSpec) -> list[str]:
-    """Before anything starts: the data exists and has every column the spec and reward use.
-    Returns the reward's columns."""
-    from posttrain.data.dataset import check_columns, peek_rows
-
-    columns = reward_columns(spec.reward.name, spec.reward.params) if spec.reward else []
-    rows = peek_rows(spec.dataset)
-    if rows is None:
-        return columns
-    if not rows:
-        raise ConfigError(f"dataset {spec.dataset.path or spec.dataset.builtin} has no rows")
-    # The trainer copies the reference column to "reference" for the built-in rewards.
-    extra = tuple(c for c in columns if c != "reference")
-    check_columns(spec.dataset, rows, spec.algorithm.kind, extra)
-    return columns

@@ -98,7 +98,7 @@ def test_errors_have_stable_exit_codes_and_json_on_stderr(tmp_path):
     assert bad.returncode == 2 and "did you mean 'learning_rate'" in bad.stderr
 
 
-def test_a_dry_run_that_fails_says_so_in_its_exit_code_in_a_pipe_and_in_its_view(tmp_path):
+def test_a_dry_run_that_fails_says_so_in_its_exit_code_in_a_pipe_in_events_and_its_view(tmp_path):
     home = tmp_path / "home"
     (tmp_path / "nan_reward.py").write_text(
         "def score(completions, **kw):\n    return [float('nan') for _ in completions]\n"
@@ -123,7 +123,10 @@ def test_a_dry_run_that_fails_says_so_in_its_exit_code_in_a_pipe_and_in_its_view
     ]
     view = cli("run", "get", run_id, home=home).stdout
     assert "dry run (failed: it did not complete)" in view
-    as_json = cli("smoke", str(spec), "--json", home=home, check=False)
-    assert as_json.returncode == 1
-    ended = json.loads(as_json.stdout[as_json.stdout.rindex('{\n  "ended"') :])["ended"]
+    streamed = cli("smoke", str(spec), "--events", home=home, check=False)  # JSON lines
+    assert streamed.returncode == 1
+    events = [json.loads(line) for line in streamed.stdout.splitlines()]
+    assert events[0]["status"] in ("started", "existing") and events[0]["run_id"]  # the launch
+    assert all(e["event"] == "progress" for e in events[1:-1])
+    ended = events[-1]["ended"]  # the result object, last
     assert ended[0]["status"] == "failed" and "returned nan" in ended[0]["cause"]

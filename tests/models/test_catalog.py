@@ -4,7 +4,7 @@ import pytest
 
 from posttrain.core.errors import ConfigError
 from posttrain.models.calibration import fits
-from posttrain.models.catalog import PRESETS, gpu_prices, parse_gpu
+from posttrain.models.catalog import PRESETS, family_of, gpu_prices, parse_gpu
 
 
 @pytest.mark.parametrize("name", ["Qwen3-0.6B", "Qwen3-8B", "Qwen2.5-0.5B-Instruct"])
@@ -43,3 +43,11 @@ def test_an_8b_full_fine_tune_does_not_fit_one_h100_but_lora_does():
     preset = PRESETS["Qwen3-8B"]
     assert not fits(preset, "H100", lora=False, completion_tokens=256, batch=32)["fits"]
     assert fits(preset, "H200", lora=True, completion_tokens=256, batch=8)["fits"]
+
+
+def test_each_preset_is_reported_in_its_own_family_and_smollm2_is_no_qwen():
+    families = {name: getattr(family_of(name), "name", None) for name in PRESETS}
+    assert families["SmolLM2-135M-Instruct"] == "smollm2"
+    assert families["Qwen3-0.6B"] == "qwen3" and families["Qwen2.5-0.5B-Instruct"] == "qwen2.5"
+    assert families["tiny-local"] is None  # its own word-level vocabulary
+    assert family_of("HuggingFaceTB/SmolLM2-135M-Instruct").name == "smollm2"

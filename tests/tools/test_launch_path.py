@@ -198,7 +198,7 @@ def test_a_reward_that_hangs_at_import_never_holds_the_server(home, tmp_path, mo
 
 
 def test_the_cli_and_tools_read_a_reward_files_columns_without_importing_it(home, tmp_path):
-    from posttrain.tools.resolve import reward_columns
+    from posttrain.tools.data import reward_columns
 
     marker = tmp_path / "imported"
     (tmp_path / "mine.py").write_text(
