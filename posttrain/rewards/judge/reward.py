@@ -14,6 +14,7 @@ group's baseline and trains nothing on it; an endpoint that stays down fails the
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,11 @@ class JudgeReward(Reward):
     max_group: Annotated[int, Field(ge=1, le=64)] = 16  # answers in one group request
     price_per_mtok: tuple[float, float] | None = None  # USD per million tokens [in, out]
     cache: bool = True
+
+    def __post_init__(self) -> None:
+        # the tally lives beside the reward (a frozen dataclass), and goes with it: an id of
+        # a reward gone may be reused by the next
+        weakref.finalize(self, _TALLIES.pop, id(self), None)
 
     @classmethod
     def from_params(cls, **params: Any) -> JudgeReward:
