@@ -124,7 +124,11 @@ def test_a_rubric_file_is_read_into_the_spec_inside_the_roots(tmp_path):
         "dataset": {"builtin": "rhyme-gym"},
         "reward": {
             "name": "judge",
-            "params": {"rubric_file": str(rubric), "base_url": "http://x/v1", "model": "m"},
+            "params": {
+                "rubric_file": str(rubric),
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "m",
+            },
         },
     }
     loaded = load_spec(spec, roots=[tmp_path])
@@ -142,7 +146,7 @@ def test_criteria_render_as_a_weighted_rubric_with_a_reason_before_each_verdict(
                 {"name": "correct", "description": "The number is right.", "weight": 2},
                 {"name": "brief", "description": "One line."},
             ],
-            "base_url": "http://x/v1",
+            "base_url": "http://127.0.0.1:9/v1",
             "model": "m",
         },
     )
@@ -150,3 +154,14 @@ def test_criteria_render_as_a_weighted_rubric_with_a_reason_before_each_verdict(
     assert "- correct [weight 2]: The number is right." in reward.rubric_text
     with pytest.raises(ConfigError, match="base_url"):
         get_reward("judge", {"rubric": "r", "model": "m"})
+
+
+def test_a_judge_off_this_machine_is_refused_until_its_price_can_be_approved():
+    remote = {"rubric": "r", "base_url": "https://api.example.com/v1", "model": "m"}
+    with pytest.raises(ConfigError, match="cannot yet put a judge's price in the plan"):
+        get_reward("judge", remote)
+    with pytest.raises(ConfigError, match="cannot yet put a judge's price"):
+        get_reward("judge", {**remote, "price_per_mtok": [2.5, 10]})
+    own = get_reward("judge", {**remote, "price_per_mtok": [0, 0]})  # the user's free server
+    assert own.base_url == "https://api.example.com/v1"
+    assert get_reward("judge", {**remote, "base_url": "http://localhost:8011/v1"}).model == "m"

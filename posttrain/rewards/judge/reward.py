@@ -118,6 +118,14 @@ class JudgeReward(Reward):
                 f"reward 'judge': params.base_url {reward.base_url!r} is no http(s) URL; "
                 f"give the endpoint's base, e.g. http://127.0.0.1:8011/v1"
             )
+        if not is_loopback(reward.base_url) and reward.price_per_mtok != (0.0, 0.0):
+            raise ConfigError(
+                f"reward 'judge': the judge at {reward.base_url} is not on this machine and may "
+                f"charge per call, and posttrain cannot yet put a judge's price in the plan you "
+                f"approve, so it will not spend it: use a judge on this machine (e.g. "
+                f"`transformers serve` on 127.0.0.1), or, for your own free server, say so with "
+                f"params.price_per_mtok: [0, 0]"
+            )
         if reward.gate is not None:
             reward.gate_reward  # noqa: B018 -- built now, so a bad gate is said at load
         return reward
@@ -262,6 +270,20 @@ class JudgeReward(Reward):
             return None
         cache = JudgeCache()
         return _CACHES.setdefault(cache.path, cache)
+
+
+def is_loopback(base_url: str) -> bool:
+    """An endpoint on this machine (free), by its host."""
+    import ipaddress
+    from urllib.parse import urlparse
+
+    host = urlparse(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def question_text(prompt: Any) -> str:
