@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -91,6 +92,26 @@ def training_args(checkpoint: Path):
     import torch
 
     return torch.load(checkpoint / "training_args.bin", weights_only=False)
+
+
+@contextlib.contextmanager
+def offline_in(folder: Path, tmp_path_factory, empty_hf_home: Path):
+    """A user's session in `folder`: its own POSTTRAIN_HOME, an empty Hugging Face cache, no
+    hub; the runs it left are killed after. Yields the home."""
+    from posttrain.gpu import tokenizers
+
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("home")
+        mp.setenv("POSTTRAIN_HOME", str(home))
+        mp.setenv("HF_HOME", str(empty_hf_home))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.chdir(folder)
+        tokenizers._load.cache_clear()
+        try:
+            yield home
+        finally:
+            kill_leftover_runs(home)
+            tokenizers._load.cache_clear()
 
 
 def free_port() -> int:

@@ -13,11 +13,10 @@ from posttrain.environments.bounded import ToolFailed, bounded_class, tool_schem
 from posttrain.environments.episode import Bounds
 from posttrain.environments.loader import load
 from posttrain.environments.transcript import transcript
-from posttrain.gpu import tokenizers
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import smoke_run
 from posttrain.tools.runs import sample_traces
-from tests.conftest import kill_leftover_runs, wait_finished
+from tests.conftest import offline_in, wait_finished
 from tests.envfiles import HOSTILE, WAREHOUSE, write_project
 
 ITEMS = ["widget", "gizmo", "sprocket"]
@@ -115,17 +114,9 @@ def environment_dry_run(tmp_path_factory, empty_hf_home):
         "reference_column: null}", "reference_column: null, holdout_share: 0.5}"
     )
     spec_path.write_text(spec)
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        mp.setenv("HF_HOME", str(empty_hf_home))
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.chdir(project)
-        tokenizers._load.cache_clear()
+    with offline_in(project, tmp_path_factory, empty_hf_home):
         result = smoke_run(str(spec_path), steps=2)
         yield result, wait_finished(result.run_id, 600)
-        kill_leftover_runs(home)
-        tokenizers._load.cache_clear()
 
 
 @pytest.mark.slow

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from posttrain.core.errors import ConfigError
-from posttrain.gpu import tokenizers
 from posttrain.runs.layout import iter_events
 from posttrain.tools.data import check_dataset
 from posttrain.tools.launch import human_question, launch, smoke_run
 from posttrain.tools.runs import sample_traces
-from tests.conftest import kill_leftover_runs, training_args, wait_finished
+from tests.conftest import offline_in, training_args, wait_finished
 
 SYSTEM = "Réponds toujours en vers — answer in rhyme."
 QUESTIONS = [
@@ -88,16 +87,8 @@ def user_project(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def offline_home(user_project, tmp_path_factory, empty_hf_home):
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        mp.setenv("HF_HOME", str(empty_hf_home))
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.chdir(user_project)
-        tokenizers._load.cache_clear()
+    with offline_in(user_project, tmp_path_factory, empty_hf_home) as home:
         yield home
-        kill_leftover_runs(home)
-        tokenizers._load.cache_clear()
 
 
 def grpo_spec(project: Path) -> dict:

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.gpu import tokenizers
 from posttrain.runs.layout import iter_events
 from posttrain.tools.launch import smoke_run
 from posttrain.tools.runs import sample_traces
-from tests.conftest import free_port, kill_leftover_runs, wait_finished
+from tests.conftest import free_port, offline_in, wait_finished
 from tests.rewards.judge_server import serving
 
 pytestmark = pytest.mark.slow
@@ -32,16 +31,8 @@ def project(tmp_path_factory, empty_hf_home):
     (root / "sums.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
     )
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        mp.setenv("HF_HOME", str(empty_hf_home))
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.chdir(root)
-        tokenizers._load.cache_clear()
+    with offline_in(root, tmp_path_factory, empty_hf_home):
         yield root
-        kill_leftover_runs(home)
-        tokenizers._load.cache_clear()
 
 
 def judge_spec(project: Path, base_url: str) -> dict:
