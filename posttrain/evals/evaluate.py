@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.core.errors import ConfigError
+from posttrain.core.errors import ConfigError, RewardError
 from posttrain.data.dataset import prepare
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
@@ -425,8 +425,18 @@ def score_passes(
 ) -> list[Scores]:
     """The reward's scores of each pass: here for a built-in reward, in an isolated child
     (posttrain.rewards.isolated) for the user's own code, which never runs in the server."""
+    if reward.judged:
+        reward.refuse_unpriced("evaluate")
     if not isinstance(reward, UserReward):
-        return [score_rows(reward, completions, rows) for completions in passes]
+        scored = [score_rows(reward, completions, rows) for completions in passes]
+        ungraded = sum(s.rewards.count(None) for s in scored)
+        if ungraded:  # a judge: its metric over the graded tasks alone is not built yet
+            raise RewardError(
+                f"the judge could not grade {ungraded} of {sum(map(len, scored))} answers; "
+                f"evaluate needs every answer graded (leaving ungraded tasks out is not built "
+                f"yet): check the judge with `posttrain reward check judge`"
+            )
+        return scored
     answers = score_in_subprocess(
         spec.reward.name, dict(spec.reward.params or {}), [(p, rows) for p in passes]
     )

@@ -40,7 +40,14 @@ class CostEstimate(BaseModel):
         description="Set when the timeout is expected to stop the run: about the step reached.",
     )
     timeout_s: int
-    worst_case_usd: float = Field(description="Cost if the run uses its whole timeout.")
+    worst_case_usd: float = Field(
+        description="Cost if the run uses its whole timeout (and a paid judge's worst case)."
+    )
+    judge: dict[str, Any] | None = Field(
+        None,
+        description="A paid judge's share, in the prices above: calls (no cache hit assumed), "
+        "tokens in and out, its price per million tokens and where that came from.",
+    )
     basis: str = Field(description="What the estimate is based on, and how far it may be off.")
     runs_used: list[str] = Field(
         default_factory=list, description="Finished runs whose measured steps were used."

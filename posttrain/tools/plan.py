@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, RewardError
 from posttrain.models.calibration import fits
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
+from posttrain.rewards.registry import get_reward
 from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.spec.sweep import Sweep
@@ -118,7 +119,33 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         ),
         prices_as_of=PRICES_AS_OF,
     )
+    cost = with_judge(cost, spec)
     return cost.model_copy(update={"summary": price_text(cost, a.steps)})
+
+
+def with_judge(cost: CostEstimate, spec: RunSpec) -> CostEstimate:
+    """A paid judge's calls added to the price the human approves (a free one adds nothing).
+    GRPO calls it every step; a dry run's steps are the cut ones it runs."""
+    if spec.reward is None or spec.algorithm.kind != "grpo":
+        return cost
+    reward = get_reward(spec.reward.name, spec.reward.params)
+    if not reward.judged:
+        return cost
+    from posttrain.rewards.judge.price import judge_cost
+
+    found = judge_cost(reward, spec.algorithm, spec.algorithm.steps)
+    if found.worst_case_usd == 0 and found.expected_usd == 0:
+        return cost
+    return cost.model_copy(
+        update={
+            "judge": found.to_dict(),
+            "expected_usd": round(cost.expected_usd + found.expected_usd, 2),
+            "expected_high_usd": round(cost.expected_high_usd + found.worst_case_usd, 2),
+            "run_usd": round(cost.run_usd + found.expected_usd, 2),
+            "run_high_usd": round(cost.run_high_usd + found.worst_case_usd, 2),
+            "worst_case_usd": round(cost.worst_case_usd + found.worst_case_usd, 2),
+        }
+    )
 
 
 def _min(seconds: float) -> str:
@@ -138,7 +165,7 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
     if cost.warm_steps:
         per_step += f", after {cost.warm_steps} warm-start steps at {cost.warm_step_s:.2f} s"
     all_runs = f" for all {runs} runs" if runs > 1 else ""
-    free = cost.usd_per_s == 0
+    free = cost.usd_per_s == 0 and not cost.judge
     if cost.stop_step is not None:
         spent = "" if free else f", having spent about ${cost.worst_case_usd:.2f}{all_runs}"
         finish = "" if free else f" and ${cost.run_usd:.2f}"
@@ -164,6 +191,13 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
             f"({per_step}), up to {_min(cost.run_high_s)} and "
             f"${cost.run_high_usd:.2f}; at most ${cost.worst_case_usd:.2f} (its whole "
             f"{_min(cost.timeout_s)} timeout)"
+        )
+    if judge := cost.judge:  # its share, beside the GPU's
+        text += (
+            f"; of which the judge ({judge['model']} at {judge['endpoint']}, {judge['mode']} "
+            f"mode): {judge['calls']:,} calls, about ${judge['expected_usd']:.2f}, at most "
+            f"${judge['worst_case_usd']:.2f} (every call asked twice; "
+            f"{judge['price_source']})"
         )
     return f"{text}; it is {cost.timeout_note}" if cost.timeout_note else text
 

@@ -125,6 +125,7 @@ def check_reward(
     if reward in REWARDS:
         built = get_reward(reward, params)
         if judged:
+            built.refuse_unpriced("check_reward")
             built.ready()  # a judge that is down is said by name before any probe
         report = run_probes(
             built,

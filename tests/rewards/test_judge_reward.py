@@ -156,12 +156,51 @@ def test_criteria_render_as_a_weighted_rubric_with_a_reason_before_each_verdict(
         get_reward("judge", {"rubric": "r", "model": "m"})
 
 
-def test_a_judge_off_this_machine_is_refused_until_its_price_can_be_approved():
+def test_a_judge_off_this_machine_with_no_price_it_can_state_is_refused():
     remote = {"rubric": "r", "base_url": "https://api.example.com/v1", "model": "m"}
-    with pytest.raises(ConfigError, match="cannot yet put a judge's price in the plan"):
+    with pytest.raises(ConfigError, match="no price is known for model 'm'"):
         get_reward("judge", remote)
-    with pytest.raises(ConfigError, match="cannot yet put a judge's price"):
-        get_reward("judge", {**remote, "price_per_mtok": [2.5, 10]})
+    priced = get_reward("judge", {**remote, "price_per_mtok": [2.5, 10]})
+    assert not priced.free
     own = get_reward("judge", {**remote, "price_per_mtok": [0, 0]})  # the user's free server
-    assert own.base_url == "https://api.example.com/v1"
-    assert get_reward("judge", {**remote, "base_url": "http://localhost:8011/v1"}).model == "m"
+    assert own.free
+    assert get_reward("judge", {**remote, "base_url": "http://localhost:8011/v1"}).free
+
+
+def test_plan_of_a_modal_spec_with_a_paid_judge_shows_the_judges_share(home):
+    from posttrain.tools.plan import plan
+
+    judge = {"rubric": "r" * 400, "base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}
+    spec = {
+        "model": "Qwen3-0.6B",
+        "dataset": {"builtin": "rhyme-gym"},
+        "reward": {"name": "judge", "params": judge},
+        "algorithm": {"steps": 100, "batch_size": 64, "num_generations": 8},
+        "compute": {"backend": "modal", "gpu": "H100", "timeout_s": 3600},
+    }
+    planned = plan(spec)
+    share = planned.cost.judge
+    assert share["calls"] == 100 * 8  # group mode: a call a prompt a step
+    assert list(share["usd_per_mtok"]) == [0.15, 0.60] and "table" in share["price_source"]
+    # 800 calls x (100 rubric + 512 prompt + 8 x 256 answers + 120) tokens in, 512 out
+    assert share["tokens_in"] == 800 * (100 + 512 + 8 * 256 + 120)
+    expected = (share["tokens_in"] * 0.15 + share["tokens_out"] * 0.60) / 1e6
+    assert share["expected_usd"] == round(expected, 2)
+    gpu_only = plan({**spec, "reward": "rhyme"}).cost
+    assert planned.cost.worst_case_usd == round(
+        gpu_only.worst_case_usd + share["worst_case_usd"], 2
+    )  # the approval covers both
+    assert "of which the judge (gpt-4o-mini" in planned.cost.summary
+    unknown = {**judge, "model": "my-fine-tune"}
+    with pytest.raises(ConfigError, match="price_per_mtok"):
+        plan({**spec, "reward": {"name": "judge", "params": unknown}})
+    local = {**judge, "base_url": "http://127.0.0.1:8011/v1"}
+    assert plan({**spec, "reward": {"name": "judge", "params": local}}).cost.judge is None
+
+
+def test_check_reward_and_evaluate_refuse_a_paid_judge_they_cannot_price():
+    reward = get_reward(
+        "judge", {"rubric": "r", "base_url": "https://api.openai.com/v1", "model": "gpt-4o"}
+    )
+    with pytest.raises(ConfigError, match="check_reward would call the paid judge"):
+        reward.refuse_unpriced("check_reward")

@@ -118,14 +118,9 @@ class JudgeReward(Reward):
                 f"reward 'judge': params.base_url {reward.base_url!r} is no http(s) URL; "
                 f"give the endpoint's base, e.g. http://127.0.0.1:8011/v1"
             )
-        if not is_loopback(reward.base_url) and reward.price_per_mtok != (0.0, 0.0):
-            raise ConfigError(
-                f"reward 'judge': the judge at {reward.base_url} is not on this machine and may "
-                f"charge per call, and posttrain cannot yet put a judge's price in the plan you "
-                f"approve, so it will not spend it: use a judge on this machine (e.g. "
-                f"`transformers serve` on 127.0.0.1), or, for your own free server, say so with "
-                f"params.price_per_mtok: [0, 0]"
-            )
+        from posttrain.rewards.judge.price import price_of
+
+        price_of(reward)  # a paid judge with no price it can state is refused here
         if reward.gate is not None:
             reward.gate_reward  # noqa: B018 -- built now, so a bad gate is said at load
         return reward
@@ -182,6 +177,23 @@ class JudgeReward(Reward):
 
     def ready(self) -> str:
         return reachable(self.endpoint)
+
+    @property
+    def free(self) -> bool:
+        from posttrain.rewards.judge.price import price_of
+
+        return price_of(self)[0] == (0.0, 0.0)
+
+    def refuse_unpriced(self, where: str) -> None:
+        """Where posttrain cannot yet put the judge's calls in a price to approve (check_reward
+        and evaluate), a judge that charges is refused rather than spent unasked."""
+        if not self.free:
+            raise ConfigError(
+                f"{where} would call the paid judge at {self.base_url}, and posttrain cannot "
+                f"yet price those calls for your approval there (only plan and launch do): use "
+                f"a judge on this machine for it, or params.price_per_mtok: [0, 0] for your own "
+                f"free server"
+            )
 
     # -- scoring --------------------------------------------------------------------------
     def score(self, completions: Sequence[Any], **columns: Any) -> Scores:
