@@ -34,10 +34,10 @@ from starlette.routing import Route
 
 from posttrain.core.errors import ConfigError, NotFoundError, PosttrainError
 from posttrain.core.formatting import ago, clock, num
+from posttrain.core.net import is_loopback
 from posttrain.core.secrets import redact
 from posttrain.dashboard.charts import metric_series, png_chart, svg_chart
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.server.http import is_loopback
 from posttrain.tools import runs as tools
 from posttrain.tools.context import Context
 from posttrain.tools.experiments import experiment_view

@@ -109,7 +109,7 @@ REWARDS: dict[str, RewardInfo] = {
             "judge",
             "an OpenAI-compatible judge model scores answers against your rubric, a group of "
             "answers per prompt (RULER-like) or one at a time; None where it cannot grade",
-            JudgeReward.from_params,
+            lambda **params: JudgeReward.from_params(get_reward, **params),
             (*_params(JudgeReward), "rubric_file"),
             {"rubric": "(your rubric)", "base_url": "http://127.0.0.1:8011/v1", "model": "judge"},
         ),

@@ -10,26 +10,17 @@ unless POSTTRAIN_ALLOWED_HOSTS lists them). The token comes from the environment
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import os
 from typing import TYPE_CHECKING, Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.net import is_loopback
 
 if TYPE_CHECKING:  # mcp loads where the app is built: a refusal must not wait on it
     from mcp.server.transport_security import TransportSecuritySettings
 
 TOKEN_ENV = "POSTTRAIN_SERVER_TOKEN"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def security(host: str, port: int, token: str | None = None) -> TransportSecuritySettings:

@@ -126,12 +126,11 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
 def with_judge(cost: CostEstimate, spec: RunSpec) -> CostEstimate:
     """A paid judge's calls added to the price the human approves (a free one adds nothing).
     GRPO calls it every step; a dry run's steps are the cut ones it runs."""
-    if spec.reward is None or spec.algorithm.kind != "grpo":
-        return cost
-    reward = get_reward(spec.reward.name, spec.reward.params)
-    if not reward.judged:
-        return cost
+    if spec.reward is None or spec.reward.name != "judge" or spec.algorithm.kind != "grpo":
+        return cost  # (a user's reward file is never built here: it is someone's code)
     from posttrain.rewards.judge.price import judge_cost
+
+    reward = get_reward(spec.reward.name, spec.reward.params)
 
     found = judge_cost(reward, spec.algorithm, spec.algorithm.steps)
     if found.worst_case_usd == 0 and found.expected_usd == 0:

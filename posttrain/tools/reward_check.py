@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.jsonl import jsonl_objects
+from posttrain.core.paths import expand
 from posttrain.data.dataset import prepare, read_rows
 from posttrain.rewards.isolated import probe_in_subprocess
 from posttrain.rewards.judge.agreement import agreement, read_labels
@@ -150,31 +152,15 @@ MAX_USER_PROBES = 100
 
 def read_user_probes(path: str) -> list[dict[str, Any]]:
     """The user's probes file, checked line by line: each error names the line and the fix."""
-    import json
-
-    from posttrain.core.paths import expand, is_file
-
     file = expand(path)
-    if not is_file(file):
-        raise ConfigError(f"probes file {file} does not exist; give a .jsonl file of probes")
     probes = []
-    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"probes file {file} line {n}: not JSON ({exc})") from None
-        missing = [
-            k
-            for k in ("name", "completion", "max_score")
-            if not isinstance(item, dict) or k not in item
-        ]
-        if missing:
-            raise ConfigError(
-                f"probes file {file} line {n}: missing {missing}; each line is "
-                f'{{"name": "...", "completion": "... {{reference}} ...", "max_score": 0}}'
-            )
+    lines = jsonl_objects(
+        path,
+        "probes file",
+        ("name", "completion", "max_score"),
+        '{"name": "...", "completion": "... {reference} ...", "max_score": 0}',
+    )
+    for n, item in lines:
         try:
             item["max_score"] = float(item["max_score"])
         except (TypeError, ValueError):

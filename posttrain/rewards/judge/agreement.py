@@ -8,13 +8,13 @@ counted and left out.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from posttrain.core.errors import ConfigError
-from posttrain.core.paths import expand, is_file
+from posttrain.core.jsonl import jsonl_objects
+from posttrain.core.paths import expand
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import checked_scores
 
@@ -36,24 +36,14 @@ class Agreement:
 
 def read_labels(path: str) -> list[dict[str, Any]]:
     file = expand(path)
-    if not is_file(file):
-        raise ConfigError(
-            f"labels file {file} does not exist; give a .jsonl file of "
-            f'{{"prompt": ..., "completion": ..., "label": <number>}} lines'
-        )
     rows = []
-    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"labels file {file} line {n}: not JSON ({exc})") from None
-        if not isinstance(item, dict) or not {"prompt", "completion", "label"} <= set(item):
-            raise ConfigError(
-                f"labels file {file} line {n}: each line needs prompt, completion and label "
-                f"(a number: the score the answer deserves)"
-            )
+    lines = jsonl_objects(
+        path,
+        "labels file",
+        ("prompt", "completion", "label"),
+        '{"prompt": "...", "completion": "...", "label": <the score it deserves>}',
+    )
+    for n, item in lines:
         label = item["label"]
         if (
             isinstance(label, bool)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from posttrain.core.errors import RewardError
 from posttrain.core.secrets import redact
@@ -23,6 +24,7 @@ from posttrain.rewards.judge.cache import JudgeCache, cache_key
 from posttrain.rewards.judge.protocol import Mode, Verdicts, messages, read_reply
 
 BACKOFF_S = 0.5  # doubled each retry
+T = TypeVar("T")
 
 
 class JudgeUnavailable(RewardError):
@@ -55,6 +57,39 @@ class Endpoint:
         return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def retried(
+    endpoint: Endpoint,
+    send: Callable[[], Any],
+    read: Callable[[Any], tuple[T | None, str | None]],
+    fix: str,
+) -> T:
+    """send() until read() takes its answer: dropped connections, 429s and 5xx answers are
+    retried with backoff, as is an answer read() turns down (value None, why); one still not
+    taken after the retries raises JudgeUnavailable naming the endpoint, and `fix`."""
+    import httpx
+
+    last = "no answer"
+    for attempt in range(endpoint.retries + 1):
+        if attempt:
+            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
+        try:
+            answer = send()
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+            continue
+        if answer.status_code == 429 or answer.status_code >= 500:
+            last = f"HTTP {answer.status_code}"
+            continue
+        value, why = read(answer)
+        if why is None:
+            return value  # type: ignore[return-value]
+        last = why
+    raise JudgeUnavailable(
+        f"judge at {endpoint.base_url} did not answer after {endpoint.retries + 1} tries "
+        f"({last}); {fix}"
+    )
+
+
 def ask(endpoint: Endpoint, chat: list[dict[str, str]], client: Any) -> str:
     """The judge's reply text to one chat."""
     url = endpoint.base_url.rstrip("/") + "/chat/completions"
@@ -64,32 +99,24 @@ def ask(endpoint: Endpoint, chat: list[dict[str, str]], client: Any) -> str:
         "temperature": 0,
         "max_tokens": endpoint.max_tokens,
     }
-    import httpx
+    headers = endpoint.headers()
 
-    headers, last = endpoint.headers(), "no answer"
-    for attempt in range(endpoint.retries + 1):
-        if attempt:
-            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
-        try:
-            answer = client.post(url, json=body, headers=headers, timeout=endpoint.timeout_s)
-        except httpx.HTTPError as exc:
-            last = type(exc).__name__
-            continue
-        if answer.status_code == 429 or answer.status_code >= 500:
-            last = f"HTTP {answer.status_code}"
-            continue
+    def read(answer: Any) -> tuple[str | None, str | None]:
         if answer.status_code >= 400:
             raise JudgeUnavailable(
                 f"judge at {endpoint.base_url} refused the request: HTTP {answer.status_code} "
                 f"{redact(answer.text[:200])}; check its model name ({endpoint.model}) and key"
             )
         try:
-            return str(answer.json()["choices"][0]["message"]["content"] or "")
+            return str(answer.json()["choices"][0]["message"]["content"] or ""), None
         except (ValueError, KeyError, IndexError, TypeError):
-            last = f"a reply that is not a chat completion: {redact(answer.text[:120])!r}"
-    raise JudgeUnavailable(
-        f"judge at {endpoint.base_url} did not answer after {endpoint.retries + 1} tries "
-        f"({last}); check that the endpoint is up and reachable from where the run trains"
+            return None, f"a reply that is not a chat completion: {redact(answer.text[:120])!r}"
+
+    return retried(
+        endpoint,
+        lambda: client.post(url, json=body, headers=headers, timeout=endpoint.timeout_s),
+        read,
+        "check that the endpoint is up and reachable from where the run trains",
     )
 
 
@@ -183,27 +210,21 @@ def reachable(endpoint: Endpoint) -> str:
     import httpx
 
     url = endpoint.base_url.rstrip("/") + "/models"
-    headers, last = endpoint.headers(), "no answer"
+    headers = endpoint.headers()
+
+    def read(answer: Any) -> tuple[str, None]:
+        if answer.status_code in (401, 403):
+            raise JudgeUnavailable(
+                f"judge at {endpoint.base_url} refused the key (HTTP {answer.status_code}); "
+                f"check the variable {endpoint.api_key_env or '(none named: api_key_env)'}"
+            )
+        # some servers have no /models (404): they answered, the chat request will tell
+        return f"judge at {endpoint.base_url} answered (HTTP {answer.status_code})", None
+
     with httpx.Client() as client:
-        for attempt in range(endpoint.retries + 1):
-            if attempt:
-                time.sleep(BACKOFF_S * 2 ** (attempt - 1))
-            try:
-                answer = client.get(url, headers=headers, timeout=min(endpoint.timeout_s, 10.0))
-            except httpx.HTTPError as exc:
-                last = type(exc).__name__
-                continue
-            if answer.status_code == 429 or answer.status_code >= 500:
-                last = f"HTTP {answer.status_code}"
-                continue
-            if answer.status_code in (401, 403):
-                raise JudgeUnavailable(
-                    f"judge at {endpoint.base_url} refused the key (HTTP {answer.status_code}); "
-                    f"check the variable {endpoint.api_key_env or '(none named: api_key_env)'}"
-                )
-            # some servers have no /models (404): they answered, the chat request will tell
-            return f"judge at {endpoint.base_url} answered (HTTP {answer.status_code})"
-    raise JudgeUnavailable(
-        f"judge at {endpoint.base_url} did not answer after {endpoint.retries + 1} tries "
-        f"({last}); start it, or fix reward.params.base_url, before the run"
-    )
+        return retried(
+            endpoint,
+            lambda: client.get(url, headers=headers, timeout=min(endpoint.timeout_s, 10.0)),
+            read,
+            "start it, or fix reward.params.base_url, before the run",
+        )

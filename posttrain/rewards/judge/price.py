@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.net import is_loopback
 
 # USD per million tokens [in, out], providers' list prices as the table's date says; check your
 # provider's page and override with params.price_per_mtok when they differ.
@@ -47,11 +49,14 @@ class JudgeCost:
         return asdict(self)
 
 
+def on_this_machine(base_url: str) -> bool:
+    """An endpoint on this machine (free), by its host."""
+    return is_loopback(urlparse(base_url).hostname or "")
+
+
 def price_of(reward: Any) -> tuple[tuple[float, float], str]:
     """The judge's price per million tokens, and where it came from."""
-    from posttrain.rewards.judge.reward import is_loopback
-
-    if is_loopback(reward.base_url):
+    if on_this_machine(reward.base_url):
         return (0.0, 0.0), "an endpoint on this machine: free"
     if reward.price_per_mtok is not None:
         return tuple(reward.price_per_mtok), "params.price_per_mtok"

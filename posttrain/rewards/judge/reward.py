@@ -15,7 +15,7 @@ group's baseline and trains nothing on it; an endpoint that stays down fails the
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from posttrain.core.errors import ConfigError
-from posttrain.core.paths import confine, expand
+from posttrain.core.paths import confine, expand, home
 from posttrain.rewards.base import Reward, Scores, build_reward, column
 from posttrain.rewards.judge.cache import JudgeCache
 from posttrain.rewards.judge.client import Endpoint, Group, judge_groups, reachable
@@ -103,7 +103,11 @@ class JudgeReward(Reward):
         weakref.finalize(self, _TALLIES.pop, id(self), None)
 
     @classmethod
-    def from_params(cls, **params: Any) -> JudgeReward:
+    def from_params(
+        cls, build: Callable[[str, dict[str, Any]], Reward], **params: Any
+    ) -> JudgeReward:
+        """The reward from a spec's params; `build` makes the gate (the registry's get_reward,
+        which holds this reward too)."""
         params = inline_rubric(params)
         reward = build_reward(cls, params, cls.name)
         missing = [p for p in ("rubric", "base_url", "model") if not getattr(reward, p)]
@@ -121,8 +125,12 @@ class JudgeReward(Reward):
         from posttrain.rewards.judge.price import price_of
 
         price_of(reward)  # a paid judge with no price it can state is refused here
-        if reward.gate is not None:
-            reward.gate_reward  # noqa: B018 -- built now, so a bad gate is said at load
+        gate = None
+        if reward.gate is not None:  # built once, now, so a bad gate is said at load
+            if reward.gate.name == cls.name:
+                raise ConfigError("reward 'judge': params.gate cannot be another judge")
+            gate = build(reward.gate.name, reward.gate.params)
+        object.__setattr__(reward, "_gate", gate)  # not a parameter: pickled with the reward
         return reward
 
     # -- what the reward declares ---------------------------------------------------------
@@ -145,12 +153,10 @@ class JudgeReward(Reward):
 
     @property
     def gate_reward(self) -> Reward:
-        from posttrain.rewards.registry import get_reward  # the registry holds this reward
-
-        assert self.gate is not None
-        if self.gate.name == self.name:
-            raise ConfigError("reward 'judge': params.gate cannot be another judge")
-        return get_reward(self.gate.name, self.gate.params)
+        gate = getattr(self, "_gate", None)
+        if gate is None:
+            raise ConfigError("reward 'judge': build it with JudgeReward.from_params (its gate)")
+        return gate
 
     @property
     def endpoint(self) -> Endpoint:
@@ -280,22 +286,10 @@ class JudgeReward(Reward):
     def _cache(self) -> JudgeCache | None:
         if not self.cache:
             return None
-        cache = JudgeCache()
-        return _CACHES.setdefault(cache.path, cache)
-
-
-def is_loopback(base_url: str) -> bool:
-    """An endpoint on this machine (free), by its host."""
-    import ipaddress
-    from urllib.parse import urlparse
-
-    host = urlparse(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        path = home() / "judge_cache.sqlite"  # opened once a process (a test may move home)
+        if path not in _CACHES:
+            _CACHES[path] = JudgeCache(path)
+        return _CACHES[path]
 
 
 def question_text(prompt: Any) -> str:
