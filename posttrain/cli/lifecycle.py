@@ -207,6 +207,14 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option(help="Pass threshold on the reward.")
         ] = None,
         seed: int = 0,
+        judge: Annotated[
+            str | None,
+            typer.Option(
+                help="A judge beside the training reward (the un-optimised metric "
+                "eval_judge): a YAML/JSON file, or JSON, of a judge's params {rubric or "
+                "rubric_file, base_url, model, api_key_env}.",
+            ),
+        ] = None,
         confirm: ConfirmFlag = None,
         detach: Annotated[
             bool,
@@ -226,9 +234,13 @@ def register(app: typer.Typer) -> None:
         from posttrain.tools.evaluate import eval_question, outcome_of, start_evaluate
 
         def body() -> Any:
+            from posttrain.spec.bounds import read_source
+            from posttrain.tools.evaluate import checked_judge
+
+            params = checked_judge(read_source(judge)) if judge is not None else None  # first
             human = ask_human(eval_question(run_id, confirm), as_json)
             return start_evaluate(
-                run_id, k, base_passes, max_tasks, threshold, seed, human, confirm
+                run_id, k, base_passes, max_tasks, threshold, seed, human, confirm, judge=params
             )
 
         as_json = as_json or events

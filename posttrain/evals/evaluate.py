@@ -42,6 +42,8 @@ from posttrain.evals.metrics import (
 from posttrain.rewards.base import Scores
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.isolated import score_in_subprocess
+from posttrain.rewards.judge.metric import METRIC as JUDGE_METRIC
+from posttrain.rewards.judge.metric import metric_judge, same_judge
 from posttrain.rewards.registry import get_reward
 from posttrain.rewards.user import UserReward
 from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
@@ -136,6 +138,7 @@ def evaluate_run(
     max_tasks: int = 200,
     threshold: float | None = None,
     seed: int = 0,
+    judge: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate one finished run; `generate(job) -> {"base", "trained", "nll"}` runs the
     models (in a local child, or on Modal)."""
@@ -147,6 +150,7 @@ def evaluate_run(
         max_tasks=max_tasks,
         threshold=threshold,
         seed=seed,
+        judge=judge,
     )
 
 
@@ -161,13 +165,16 @@ def evaluate_runs(
     threshold: float | None = None,
     seed: int = 0,
     progress: Any = None,
+    judge: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate finished runs of one spec, one per training seed, on the same held-out tasks.
     `progress(done, total, message)`, when given, hears of each step.
 
     The first run's base gets every base pass (they measure the evaluation's noise); each
     later run its own base pass 1 when its base differs (its own warm-start), none when the
-    base is shared. Each seed's trained pass is paired with its base on the same tasks."""
+    base is shared. Each seed's trained pass is paired with its base on the same tasks.
+    `judge` (the params of a judge; else the spec's eval.judge) scores every pass besides the
+    training reward: the un-optimised metric eval_judge."""
     if base_passes < 2:
         raise ConfigError(
             "base_passes must be at least 2 (3 recommended): the noise floor "
@@ -179,6 +186,7 @@ def evaluate_runs(
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
     holdout = _load_rows(first / HOLDOUT)
     warnings: list[str] = []
+    second = _second_judge(judge, spec, reward, warnings)
     try:
         train_rows = prepare(spec.dataset, spec.algorithm.kind).train
     except Exception as exc:  # the training data may be unreachable here (a hub dataset)
@@ -253,22 +261,33 @@ def evaluate_runs(
         every_scores = (
             score_passes(spec, reward, flat_passes, rows) if reward else [None] * len(flat_passes)
         )
-        scored = iter(
+        measured = [
             per_sample_metrics(
                 reward.headline if reward else (), scores, completions, len(tasks), k
             )
             for scores, completions in zip(every_scores, flat_passes, strict=True)
-        )
+        ]
+        if second is not None:
+            report(len(generators), steps, f"asking the judge: {second.base_url}")
+            for values, verdicts in zip(measured, judged(second, flat_passes, rows), strict=True):
+                values[JUDGE_METRIC] = [verdicts[i * k : (i + 1) * k] for i in range(len(tasks))]
+        scored = iter(measured)
     passes = [next(scored) for _ in outs[0]["base"]]
     base_by_seed = [passes[0]] + [next(scored) if o["base"] else passes[0] for o in outs[1:]]
     trained_by_seed = [next(scored) for _ in outs]
 
     def result(name: str, optimised: bool = True, higher: bool = True) -> MetricResult:
+        every = [p[name] for p in passes + base_by_seed + trained_by_seed]
+        graded = [i for i in range(len(tasks)) if all(None not in p[i] for p in every)]
+
+        def kept(one: list[list[Any]]) -> list[list[float]]:
+            return [one[i] for i in graded]
+
         return metric_result(
             name,
-            [p[name] for p in passes],
-            [b[name] for b in base_by_seed],
-            [t[name] for t in trained_by_seed],
+            [kept(p[name]) for p in passes],
+            [kept(b[name]) for b in base_by_seed],
+            [kept(t[name]) for t in trained_by_seed],
             seed=seed,
             optimised=optimised,
             higher_is_better=higher,
@@ -282,6 +301,8 @@ def evaluate_runs(
         names = [n for n in trained_by_seed[0] if n not in DIRECTIONLESS]
         metrics = [result(name) for name in names]
         unoptimised = [result(name, optimised=False) for name in DIRECTIONLESS]
+        if second is not None and (judge_result := _judge_result(result, passes, warnings)):
+            unoptimised.insert(0, judge_result)
     nll = _nll_metric(outs, seed)
     if reward is None and not episodic:
         if nll is None:
@@ -321,6 +342,10 @@ def evaluate_runs(
         }
         for i in range(min(EXAMPLES, len(tasks)))
     ]
+    if JUDGE_METRIC in passes[0]:  # the second opinion beside each example
+        for i, example in enumerate(examples):
+            example["base_judge"] = passes[0][JUDGE_METRIC][i][0]
+            example["trained_judge"] = trained_by_seed[0][JUDGE_METRIC][i][0]
     return EvalResult(
         run_id=group_id or first.name,
         runs=[d.name for d in run_dirs],
@@ -348,14 +373,70 @@ def evaluate_runs(
         task_values={
             m.name: [[statistics.fmean(s) for s in one[m.name]] for one in trained_by_seed]
             for m in metrics + unoptimised
-            if m.name in trained_by_seed[0]
+            if _every_graded(m.name, trained_by_seed + base_by_seed[:1])
         },
         base_values={
             m.name: [statistics.fmean(s) for s in base_by_seed[0][m.name]]
             for m in metrics + unoptimised
-            if m.name in base_by_seed[0]
+            if _every_graded(m.name, trained_by_seed + base_by_seed[:1])
         },
     )
+
+
+def _second_judge(given: dict[str, Any] | None, spec: Any, reward: Any, warnings: list[str]) -> Any:
+    """The judge of the un-optimised metric eval_judge (evaluate's `judge`, else the spec's
+    eval.judge), or None. A paid one is refused: evaluate cannot price its calls yet."""
+    params = given if given is not None else (spec.eval.judge if spec.eval else None)
+    if not params:
+        return None
+    if spec.environment is not None:
+        warnings.append(
+            f"{JUDGE_METRIC} not measured: judging whole episodes is not built yet (the "
+            f"environment's get_reward scores them)"
+        )
+        return None
+    judge = metric_judge(params)
+    judge.refuse_unpriced("evaluate's judge")
+    if same_judge(judge, reward):
+        warnings.append(
+            f"{JUDGE_METRIC} is the training reward's own judge (same rubric and model): it "
+            f"measures what training optimised, so it is no second opinion; give eval.judge "
+            f"a rubric the training never saw"
+        )
+    judge.ready()  # down: said now, by its address, before any model loads
+    return judge
+
+
+def judged(judge: Any, passes: list[list[str]], rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """The judge's score of every sample of every pass (None: it could not grade it)."""
+    return [score_rows(judge, completions, rows).rewards for completions in passes]
+
+
+def _judge_result(
+    result: Any, passes: list[dict[str, list[list[Any]]]], warnings: list[str]
+) -> MetricResult | None:
+    """eval_judge over the tasks it graded in every pass, or None (with a warning) when too
+    few remain to say anything."""
+    values = [p[JUDGE_METRIC] for p in passes]
+    n = len(values[0])
+    ungraded = sum(any(None in p[i] for p in values) for i in range(n))
+    if n - ungraded < stats.MIN_TASKS_ANY:
+        warnings.append(
+            f"{JUDGE_METRIC} not reported: the judge graded every sample of only "
+            f"{n - ungraded} of {n} tasks (need {stats.MIN_TASKS_ANY}); check it with "
+            f"`posttrain reward check judge`"
+        )
+        return None
+    if ungraded:
+        warnings.append(
+            f"{JUDGE_METRIC}: {ungraded} of {n} tasks left out, the judge could not grade one "
+            f"of their samples"
+        )
+    return result(JUDGE_METRIC, optimised=False)
+
+
+def _every_graded(name: str, passes: list[dict[str, list[list[Any]]]]) -> bool:
+    return name in passes[0] and all(None not in s for p in passes for s in p[name])
 
 
 def pass_threshold(

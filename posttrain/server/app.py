@@ -462,6 +462,16 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         confirmation_token: Annotated[
             str | None, Field(description="For a Modal run: the token your human approved.")
         ] = None,
+        judge: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="A judge that scores both arms besides the training reward, "
+                "reported as the un-optimised metric eval_judge: the params of a judge reward "
+                "({rubric or rubric_file, base_url, model, api_key_env}), with a rubric the "
+                "training never saw; it scores each answer alone. A judge on this machine is "
+                "free; a paid one is refused here. None: the spec's eval.judge, if any."
+            ),
+        ] = None,
     ) -> EvaluateOutcome:
         """Prove (or fail to prove) that training helped: base vs trained on held-out tasks.
 
@@ -488,6 +498,8 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
                 decision_of(approval),
                 confirmation_token,
                 rc,
+                judge=judge,
+                roots=roots,
             )
         )
 

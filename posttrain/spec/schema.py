@@ -420,6 +420,25 @@ class EvalSpec(Strict):
         "reward passes at 1, a reward with a declared range at half of it; otherwise pass "
         "rates are not reported.",
     )
+    judge: dict[str, Any] | None = Field(
+        None,
+        description="A judge evaluate asks besides the training reward (an un-optimised "
+        "metric, eval_judge): the params of a judge reward (rubric or rubric_file, base_url, "
+        "model, api_key_env, ...), scoring each answer alone. Give it a rubric the training "
+        "never saw.",
+    )
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge_checked(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        from posttrain.rewards.judge.metric import metric_params
+
+        try:
+            return metric_params(value, (info.context or {}).get("roots"))
+        except ConfigError as exc:  # said at its field, eval.judge
+            raise ValueError(str(exc).removeprefix("eval.judge: ")) from None
 
 
 class RunSpec(Strict):
@@ -444,7 +463,9 @@ class RunSpec(Strict):
         description="Tools the model calls over several turns (GRPO); check it first with "
         "check_environment. None: single-turn answers.",
     )
-    eval: EvalSpec | None = Field(None, description="How evaluate judges it (pass threshold).")
+    eval: EvalSpec | None = Field(
+        None, description="How evaluate judges it (pass threshold, a judge as a second opinion)."
+    )
     budget_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     resume_from: str | None = Field(
         None, description="A run id: continue from its last checkpoint at the next step."

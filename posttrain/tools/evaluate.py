@@ -93,7 +93,13 @@ def eval_question(
 
 
 def _args(
-    run_id: str, k: int, base_passes: int, max_tasks: int, threshold: float | None, seed: int
+    run_id: str,
+    k: int,
+    base_passes: int,
+    max_tasks: int,
+    threshold: float | None,
+    seed: int,
+    judge: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "run_id": run_id,
@@ -102,7 +108,20 @@ def _args(
         "max_tasks": max_tasks,
         "threshold": threshold,
         "seed": seed,
+        "judge": judge,  # another judge is another evaluation (another job)
     }
+
+
+def checked_judge(
+    judge: dict[str, Any] | None, roots: list[Path] | None = None
+) -> dict[str, Any] | None:
+    """The judge of the un-optimised metric as evaluate will use it (its rubric_file read
+    inside the roots), checked before anything starts."""
+    if judge is None:
+        return None
+    from posttrain.rewards.judge.metric import metric_params
+
+    return metric_params(judge, roots)
 
 
 def _authorize(
@@ -161,15 +180,27 @@ def evaluate(
     confirmation_token: str | None = None,
     ctx: Context | None = None,
     progress: Any = None,
+    judge: dict[str, Any] | None = None,
 ) -> EvaluateOutcome:
     """Base vs trained on the held-out tasks of a run, or of every seed of a group, in this
-    process; the verdict is stored with each run. `start_evaluate` runs the same detached."""
+    process; the verdict is stored with each run. `start_evaluate` runs the same detached.
+    `judge`: the params of a judge that scores both arms besides the training reward."""
     ctx = ctx or Context()
+    judge = checked_judge(judge)
     approved = _authorize(run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx)
     if isinstance(approved, EvaluateOutcome):
         return approved
     return run_evaluation(
-        run_id, k, base_passes, max_tasks, threshold, seed, *approved, ctx=ctx, progress=progress
+        run_id,
+        k,
+        base_passes,
+        max_tasks,
+        threshold,
+        seed,
+        *approved,
+        ctx=ctx,
+        progress=progress,
+        judge=judge,
     )
 
 
@@ -183,12 +214,14 @@ def start_evaluate(
     human: Decision = None,
     confirmation_token: str | None = None,
     ctx: Context | None = None,
+    judge: dict[str, Any] | None = None,
+    roots: list[Path] | None = None,
 ) -> EvaluateOutcome:
     """Approve and start the evaluation as a detached job; returns at once with its id
     (`status: started`). The same request again is the same job: while it runs, `started`
     with its id; once it succeeded, `done` with its result."""
     ctx = ctx or Context()
-    args = _args(run_id, k, base_passes, max_tasks, threshold, seed)
+    args = _args(run_id, k, base_passes, max_tasks, threshold, seed, checked_judge(judge, roots))
     job = find_job("evaluate", args)
     if job is None:
         approved = _authorize(
@@ -231,10 +264,17 @@ def run_evaluation(
     worst_case_usd: float,
     ctx: Context,
     progress: Any = None,
+    judge: dict[str, Any] | None = None,
 ) -> EvaluateOutcome:
     """The evaluation itself, its spend already approved."""
     rows = _runs(ctx, run_id)
-    options = {"k": k, "base_passes": base_passes, "max_tasks": max_tasks, "seed": seed}
+    options = {
+        "k": k,
+        "base_passes": base_passes,
+        "max_tasks": max_tasks,
+        "seed": seed,
+        "judge": judge,
+    }
     spent = {"approved_by": approved_by, "worst_case_usd": worst_case_usd}
     if run_id.startswith(EXPERIMENT_ID_PREFIX):
         return _run_experiment(run_id, rows, options, threshold, spent, ctx, progress)
@@ -254,7 +294,7 @@ def _evaluated(
     ctx: Context,
     rows: list[dict[str, Any]],
     group_id: str | None,
-    options: dict[str, int],
+    options: dict[str, Any],
     threshold: float | None,
     progress: Any = None,
 ) -> EvalResult:
@@ -280,7 +320,7 @@ def _evaluated(
 def _run_experiment(
     experiment_id: str,
     rows: list[dict[str, Any]],
-    options: dict[str, int],
+    options: dict[str, Any],
     threshold: float | None,
     spent: dict[str, Any],
     ctx: Context,

@@ -47,6 +47,7 @@ def _evaluate(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, A
         worst_case_usd=extra.get("worst_case_usd") or 0.0,
         ctx=ctx,
         progress=progress,
+        judge=args.get("judge"),
     )
     return outcome.model_copy(update={"job_id": job["job_id"]}).model_dump(mode="json")
 

@@ -1,5 +1,6 @@
 """evaluate end to end on real tiny runs: one code path for both arms, stored with the run."""
 
+import json
 import shutil
 
 import pytest
@@ -67,7 +68,9 @@ def test_a_degenerate_metric_is_reported_loudly_not_as_a_tight_interval(finished
     assert result.metrics[0].degenerate == "every score is 0"
 
 
-def test_evaluate_tells_a_real_mcp_client_how_far_it_is_through_its_job(finished_run, monkeypatch):
+def test_evaluate_tells_a_real_mcp_client_how_far_it_is_and_asks_the_judge_it_was_given(
+    finished_run, monkeypatch
+):
     import asyncio
 
     from mcp import Client
@@ -83,20 +86,30 @@ def test_evaluate_tells_a_real_mcp_client_how_far_it_is_through_its_job(finished
         async with Client(build_server(), mode="legacy") as client:
             return (await client.call_tool(tool, args)).structured_content
 
-    started = asyncio.run(
-        call("evaluate", {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20})
-    )
-    assert started["status"] == "started", started
+    from tests.rewards.judge_server import serving
 
-    def ended() -> dict | None:
-        seen.append(asyncio.run(call("get_job", {"job_id": started["job_id"]})))
-        return seen[-1] if seen[-1]["status"] != "running" else None
+    judge = {"rubric": EVAL_RUBRIC, "model": "rule-judge"}
+    with serving() as url:  # the judge reaches the detached job's own process
+        judge["base_url"] = url
+        args = {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 20, "judge": judge}
+        started = asyncio.run(call("evaluate", args))
+        assert started["status"] == "started", started
 
-    done = wait_for(ended, timeout_s=300, every_s=1.0)
+        def ended() -> dict | None:
+            seen.append(asyncio.run(call("get_job", {"job_id": started["job_id"]})))
+            return seen[-1] if seen[-1]["status"] != "running" else None
+
+        done = wait_for(ended, timeout_s=300, every_s=1.0)
     assert done["status"] == "succeeded", done["error"]
     assert (done["done"], done["total"], done["stage"]) == (2, 2, "done")
     stages = {v["stage"] for v in seen if v["status"] == "running"} - {None}
-    assert stages <= {f"generating for {run_id}", "scoring 1 run(s) with rhyme_relevance"}
+    assert stages <= {
+        f"generating for {run_id}",
+        "scoring 1 run(s) with rhyme_relevance",
+        "asking the judge",
+    }
+    unoptimised = done["result"]["result"]["unoptimised"]
+    assert "eval_judge" in [m["name"] for m in unoptimised]
 
 
 def trained_with(reward: str, home, **fields) -> str:
@@ -166,3 +179,120 @@ def test_a_0_1_file_reward_reports_pass_at_k_at_one_and_the_spec_can_set_it(tmp_
     assert outcome.result.pass_rates.threshold == 1.0
     second = trained_with("binary.py:score", tmp_path / "home", eval={"pass_threshold": 0.5})
     assert evaluate(second, k=2, base_passes=2, max_tasks=30).result.pass_rates.threshold == 0.5
+
+
+EVAL_RUBRIC = "A second opinion: an answer scores 1 when it holds the reference poem, else 0."
+
+
+def answering(base, trained):
+    """generate(job) whose base passes answer base(i, reference) and whose trained pass
+    answers trained(i, reference) for task i, every sample alike."""
+
+    def generate(job):
+        n, k, refs = len(job["prompts"]), job["k"], job["references"]
+        return {
+            "base": [[[base(i, refs[i])] * k for i in range(n)] for _ in job["base_seeds"]],
+            "trained": [[trained(i, refs[i])] * k for i in range(n)],
+        }
+
+    return generate
+
+
+def judge_params(url, **more):
+    return {"rubric": EVAL_RUBRIC, "base_url": url, "model": "rule-judge", **more}
+
+
+def test_a_judge_the_training_never_saw_is_reported_beside_the_training_reward(
+    finished_run, tmp_path
+):
+    from tests.rewards.judge_server import serving
+
+    home, run_id = finished_run
+    log = tmp_path / "judge.jsonl"
+    generate = answering(lambda i, ref: "no idea", lambda i, ref: ref)
+    with serving(log) as url:
+        judge = judge_params(url, reference_column="reference", cache=False)
+        result = evaluate_run(home / "runs" / run_id, generate, k=2, max_tasks=30, judge=judge)
+    seen = {m.name: m for m in result.unoptimised}
+    second = seen["eval_judge"]
+    assert result.metrics[0].name == "reward"  # the training reward stays the headline
+    assert not second.optimised and second.higher_is_better
+    assert (second.base_mean, second.trained_mean) == (0.0, 1.0)
+    assert second.verdict.split(" (")[0] in ("improved", "unproven: improved")
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(r["messages"][0]["content"] == EVAL_RUBRIC for r in requests)
+    # single mode: one answer a request, for each task of every pass (3 base + 1 trained);
+    # a task's k=2 samples are the same text here, asked once
+    assert len(requests) == 30 * 4
+    assert all(r["messages"][-1]["content"].count("<answer id=") == 1 for r in requests)
+    first = result.examples[0]
+    assert (first["base_judge"], first["trained_judge"]) == (0.0, 1.0)
+
+
+def test_a_judge_that_finds_the_trained_answers_worse_qualifies_the_verdict(finished_run):
+    from tests.rewards.judge_server import serving
+
+    home, run_id = finished_run
+    generate = answering(lambda i, ref: ref, lambda i, ref: "")
+    with serving() as url:
+        judge = judge_params(url, reference_column="reference", cache=False)
+        result = evaluate_run(home / "runs" / run_id, generate, k=1, max_tasks=30, judge=judge)
+    assert {m.name: m for m in result.unoptimised}["eval_judge"].delta == -1.0
+    assert "eval_judge worse beyond noise" in result.verdict
+
+
+def test_tasks_the_judge_could_not_grade_are_left_out_of_its_metric_and_said(finished_run):
+    from tests.rewards.judge_server import serving
+
+    home, run_id = finished_run
+    generate = answering(lambda i, ref: "UNGRADABLE" if i < 4 else "no idea", lambda i, ref: ref)
+    with serving() as url:
+        judge = judge_params(url, reference_column="reference", cache=False, retries=0)
+        result = evaluate_run(home / "runs" / run_id, generate, k=1, max_tasks=30, judge=judge)
+    assert any("eval_judge: 4 of 30 tasks left out" in w for w in result.warnings)
+    second = {m.name: m for m in result.unoptimised}["eval_judge"]
+    assert (second.base_mean, second.trained_mean) == (0.0, 1.0)  # the 26 graded tasks
+    assert result.metrics[0].name == "reward"  # the training reward keeps every task
+
+
+def test_a_judge_that_is_down_fails_the_evaluation_by_its_address_before_any_model_runs(
+    finished_run,
+):
+    from posttrain.core.errors import RewardError
+    from tests.conftest import free_port
+
+    home, run_id = finished_run
+    calls = []
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(RewardError, match=f"judge at {url}"):
+        evaluate_run(
+            home / "runs" / run_id,
+            lambda job: calls.append(job),
+            k=1,
+            max_tasks=30,
+            judge=judge_params(url, retries=0),
+        )
+    assert calls == []  # nothing generated for a judge that cannot answer
+
+
+def test_evaluate_asks_a_judge_given_to_the_tool_and_never_a_group_judge(
+    finished_run, monkeypatch, tmp_path
+):
+    from posttrain.core.errors import ConfigError
+    from tests.rewards.judge_server import serving
+
+    home, run_id = finished_run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    rubric = tmp_path / "rubric.md"
+    rubric.write_text(EVAL_RUBRIC, encoding="utf-8")
+    with pytest.raises(ConfigError, match="mode must be 'single'"):
+        evaluate(run_id, k=1, base_passes=2, max_tasks=20, judge={"mode": "group"})
+    log = tmp_path / "judge.jsonl"
+    with serving(log) as url:
+        judge = {"rubric_file": str(rubric), "base_url": url, "model": "rule-judge"}
+        outcome = evaluate(run_id, k=1, base_passes=2, max_tasks=20, judge=judge)
+    assert outcome.status == "done"
+    names = [m.name for m in outcome.result.unoptimised]
+    assert names[:2] == ["reference_nll", "eval_judge"]
+    # the real tiny model's answers, each judged against the rubric read from its file
+    assert json.loads(log.read_text().splitlines()[0])["messages"][0]["content"] == EVAL_RUBRIC

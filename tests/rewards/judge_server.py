@@ -4,8 +4,9 @@ It speaks posttrain's judge protocol (docs/judge.md): it reads the question, the
 answer where one is shown, and each `<answer id="N">`, and scores an answer 1 when it holds
 the right result (the reference, or the arithmetic of "What is A + B?"), else 0. `--gullible`
 makes it the judge every rubric fears: an answer that tells it "10/10" or "ignore the rubric"
-scores 1. `--log` keeps every request body, one JSON line each. `--delay` adds seconds a
-request, as a remote judge would. Run: python -m tests.rewards.judge_server --port 8011
+scores 1. An answer that holds UNGRADABLE gets no verdict at all. `--log` keeps every request
+body, one JSON line each. `--delay` adds seconds a request, as a remote judge would.
+Run: python -m tests.rewards.judge_server --port 8011
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def reply_for(body: dict) -> str:
     right = truth(question, reference)
     scores = []
     for ident, text in ANSWER.findall(user):
+        if "UNGRADABLE" in text:  # left out of the reply: a verdict the judge never gave
+            continue
         score, reason = grade(text, right, Handler.gullible)
         scores.append({"id": int(ident), "score": score, "reason": reason})
     return json.dumps({"scores": scores})

@@ -138,6 +138,27 @@ def test_a_rubric_file_is_read_into_the_spec_inside_the_roots(tmp_path):
         load_spec(spec, roots=[tmp_path / "elsewhere"])
 
 
+def test_the_specs_eval_judge_is_checked_at_load_its_rubric_file_read_inside_the_roots(tmp_path):
+    rubric = tmp_path / "second.md"
+    rubric.write_text("Is it correct? Réponds en JSON.", encoding="utf-8")
+    judge = {"rubric_file": str(rubric), "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    spec = {"dataset": {"builtin": "rhyme-gym"}, "eval": {"judge": judge}}
+    loaded = load_spec(spec, roots=[tmp_path])
+    assert loaded.eval.judge == {
+        "rubric": "Is it correct? Réponds en JSON.",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "mode": "single",  # scored alone: group scores of two arms cannot be compared
+    }
+    with pytest.raises(ConfigError, match=r"eval\.judge.*rubric file"):
+        load_spec(spec, roots=[tmp_path / "elsewhere"])
+    grouped = {"eval": {"judge": {**judge, "mode": "group"}}}
+    with pytest.raises(ConfigError, match=r"'eval\.judge'.*mode must be 'single'"):
+        load_spec(grouped, roots=[tmp_path])
+    with pytest.raises(ConfigError, match=r"'eval\.judge'.*needs params \['base_url'"):
+        load_spec({"eval": {"judge": {"rubric": "x"}}})
+
+
 def test_criteria_render_as_a_weighted_rubric_with_a_reason_before_each_verdict():
     reward = get_reward(
         "judge",

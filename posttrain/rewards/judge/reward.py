@@ -115,7 +115,7 @@ class JudgeReward(Reward):
             raise ConfigError(
                 f"reward 'judge' needs params {missing}: rubric (text, criteria or "
                 f"rubric_file), base_url (an OpenAI-compatible endpoint, e.g. "
-                f"http://127.0.0.1:8011/v1 from `posttrain judge serve`) and model"
+                f"http://127.0.0.1:8011/v1 from `transformers serve MODEL --port 8011`) and model"
             )
         if not reward.base_url.startswith(("http://", "https://")):
             raise ConfigError(
