@@ -159,6 +159,17 @@ class Function:
         return FunctionCall(self.body, args)
 
 
+@dataclass(frozen=True)
+class Secret:
+    """A Modal secret by name: its values live on Modal, never here."""
+
+    name: str
+
+    @classmethod
+    def from_name(cls, name: str, **kwargs: Any) -> Secret:
+        return cls(name)
+
+
 def sdk(volume_root: Path, token: bool = True, volume_exists: bool = True) -> SimpleNamespace:
     class Volumes:
         @staticmethod
@@ -176,4 +187,5 @@ def sdk(volume_root: Path, token: bool = True, volume_exists: bool = True) -> Si
         Function=Function,
         FunctionCall=FunctionCall,
         Volume=Volumes,
+        Secret=Secret,
     )

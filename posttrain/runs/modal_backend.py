@@ -118,7 +118,10 @@ class ModalBackend:
         volume = self._volume()
         remote_spec = self._upload_inputs(spec, run_dir.name, volume)
         meta = read_json(run_dir / RUN_META)
-        call = fn.with_options(gpu=spec.gpu, timeout=spec.compute.timeout_s).spawn(
+        options: dict[str, Any] = {"gpu": spec.gpu, "timeout": spec.compute.timeout_s}
+        if secret := self._judge_secret(spec):
+            options["secrets"] = [secret]
+        call = fn.with_options(**options).spawn(
             run_dir.name, json.dumps(remote_spec), count, json.dumps(meta)
         )
         return {
@@ -128,6 +131,14 @@ class ModalBackend:
             "usd_per_s": gpu_prices()[gpu],
             "submitted_at": time.time(),
         }
+
+    def _judge_secret(self, spec: RunSpec) -> Any:
+        """The Modal secret that carries a judge's API key into the trainer (by name: its
+        value never passes through posttrain), or None."""
+        if spec.reward is None or spec.reward.name != "judge":
+            return None
+        name = spec.reward.params.get("api_key_secret")
+        return self.sdk.Secret.from_name(name) if name else None
 
     def withdraw(self, run_dir: Path, handle: dict[str, Any]) -> None:
         """Cancel a spawned call that could not be recorded (it must not run unknown)."""

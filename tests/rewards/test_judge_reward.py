@@ -216,7 +216,10 @@ def test_plan_of_a_modal_spec_with_a_paid_judge_shows_the_judges_share(home):
     with pytest.raises(ConfigError, match="price_per_mtok"):
         plan({**spec, "reward": {"name": "judge", "params": unknown}})
     local = {**judge, "base_url": "http://127.0.0.1:8011/v1"}
-    assert plan({**spec, "reward": {"name": "judge", "params": local}}).cost.judge is None
+    assert (
+        plan({**spec, "compute": {}, "reward": {"name": "judge", "params": local}}).cost.judge
+        is None
+    )
 
 
 def test_check_reward_and_evaluate_refuse_a_paid_judge_they_cannot_price():

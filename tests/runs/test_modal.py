@@ -235,6 +235,40 @@ def test_an_over_budget_modal_launch_is_refused_before_spawning(volume, home, mo
     assert sdk.Function.spawned == []
 
 
+def test_a_judges_key_reaches_the_modal_trainer_as_a_secret_by_name_never_by_value(
+    volume, home, monkeypatch
+):
+    from posttrain.core.errors import ConfigError
+
+    planted = "sk-planted-0451"
+    monkeypatch.setenv("JUDGE_KEY", planted)
+    judge = {
+        "rubric": "Grade it.",
+        "base_url": "https://judge.invalid/v1",
+        "model": "their-judge",
+        "api_key_env": "JUDGE_KEY",
+        "price_per_mtok": [0.1, 0.2],
+        "retries": 0,
+    }
+    with pytest.raises(ConfigError, match=r"params\.api_key_secret"):  # the key is not there
+        launch({**MODAL, "reward": {"name": "judge", "params": judge}})
+    here = {**judge, "base_url": "http://127.0.0.1:8011/v1"}
+    with pytest.raises(ConfigError, match="this machine, which a trainer on Modal cannot"):
+        launch({**MODAL, "reward": {"name": "judge", "params": here}})
+    ctx, sdk = modal_ctx(volume)
+    secret = {**judge, "api_key_secret": "my-judge-key"}
+    started = launch({**MODAL, "reward": {"name": "judge", "params": secret}}, ctx=ctx)
+    [spawn] = sdk.Function.spawned
+    assert spawn["options"]["secrets"] == [modal_double.Secret("my-judge-key")]
+    assert planted not in json.dumps(spawn["args"])
+    detail = wait_finished(started.run_id, 120, ctx)  # the endpoint does not exist
+    assert detail.status == "failed" and "judge at https://judge.invalid/v1" in detail.cause
+    for folder in (volume / started.run_id, home / "runs" / started.run_id):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert planted not in path.read_text(errors="replace"), path
+
+
 def test_evaluating_a_modal_run_is_approved_like_a_launch_and_runs_there(volume, home):
     from posttrain.tools.evaluate import evaluate
 

@@ -86,6 +86,10 @@ class JudgeReward(Reward):
     base_url: str = ""
     model: str = ""
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    # on Modal: the Modal secret that sets api_key_env in the trainer's container
+    api_key_secret: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None = (
+        None
+    )
     mode: Literal["group", "single"] = "group"
     reference_column: str | None = None
     gate: GateRef | None = None
@@ -290,6 +294,31 @@ class JudgeReward(Reward):
         if path not in _CACHES:
             _CACHES[path] = JudgeCache(path)
         return _CACHES[path]
+
+
+def modal_problem(params: Mapping[str, Any]) -> str | None:
+    """Why a judge cannot serve a trainer on Modal, or None: an endpoint on this machine is
+    not reachable from Modal's container, and a key read from this machine's environment is
+    not there either (a Modal secret carries it)."""
+    from urllib.parse import urlsplit
+
+    from posttrain.core.net import is_loopback
+
+    url = str(params.get("base_url") or "")
+    if is_loopback(urlsplit(url).hostname or ""):
+        return (
+            f"reward 'judge': params.base_url {url} is this machine, which a trainer on Modal "
+            f"cannot reach; give an endpoint reachable from Modal (and its price), or train "
+            f"with compute.backend 'local'"
+        )
+    if params.get("api_key_env") and not params.get("api_key_secret"):
+        name = params["api_key_env"]
+        return (
+            f"reward 'judge': on Modal the trainer reads {name} in its own container, not "
+            f"here; create a Modal secret that sets {name} (`modal secret create my-judge-key "
+            f"{name}=...`) and name it in params.api_key_secret"
+        )
+    return None
 
 
 def question_text(prompt: Any) -> str:
