@@ -487,15 +487,6 @@ class RunSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _judge_reachable_from_modal(self) -> RunSpec:
-        if self.compute.backend == "modal" and self.reward and self.reward.name == "judge":
-            from posttrain.rewards.judge.reward import modal_problem
-
-            if problem := modal_problem(self.reward.params):
-                raise ValueError(problem)
-        return self
-
-    @model_validator(mode="after")
     def _tools_need_sft(self) -> RunSpec:
         if self.dataset.tools_column and self.algorithm.kind == "grpo":
             raise ValueError(

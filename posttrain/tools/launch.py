@@ -51,6 +51,9 @@ class DryRunPlan(BaseModel):
     cuts: dict[str, str] = Field(description="Spec fields cut to CPU sizes: 'from -> to (why)'.")
     proves: list[str]
     cannot_prove: list[str]
+    judge: str | None = Field(
+        None, description="A judge reward: how many requests the dry run sends it, and where."
+    )
 
 
 class LaunchResult(BaseModel):
@@ -209,18 +212,20 @@ def smoke_plan(
     data = spec.model_dump(mode="json")
     m = spec.model
     if backend == "local" and not (m.preset is not None and m.preset.hf_repo is None):
-        from posttrain.gpu.dryrun import CANNOT_PROVE, PROVES, dry_run_spec
+        from posttrain.gpu.dryrun import CANNOT_PROVE, EVAL_PROMPTS, PROVES, dry_run_spec
         from posttrain.gpu.standin import stand_in_for
 
         cut, cuts = dry_run_spec(data, 1 + steps)
         cut["name"] = f"dry run: {spec.name or m.name}"
+        dry = load_spec(cut)
         plan = DryRunPlan(
             stand_in=stand_in_for(m.name).described,
             cuts=cuts,
             proves=PROVES,
             cannot_prove=CANNOT_PROVE,
+            judge=judge_requests(dry, also=2 * EVAL_PROMPTS),  # evaluate's path, both arms
         )
-        return load_spec(cut), plan
+        return dry, plan
     algorithm = data["algorithm"]
     algorithm.update(
         steps=1 + steps,
@@ -232,6 +237,24 @@ def smoke_plan(
     data["compute"]["backend"] = backend
     data["name"] = f"smoke: {spec.name or spec.model.name}"
     return load_spec(data), None
+
+
+def judge_requests(spec: RunSpec, also: int = 0) -> str | None:
+    """What a run of this spec asks its judge (and `also` requests more), bounded and said
+    before it starts: None without a judge reward."""
+    if spec.reward is None or spec.reward.name != "judge" or spec.algorithm.kind != "grpo":
+        return None
+    from posttrain.rewards.judge.price import judge_cost
+    from posttrain.rewards.registry import get_reward
+
+    reward = get_reward(spec.reward.name, spec.reward.params)
+    cost = judge_cost(reward, spec.algorithm, spec.algorithm.steps)
+    calls = cost.calls + also
+    price = "free" if reward.free else f"at most ${cost.worst_case_usd:.2f}, in the approval"
+    return (
+        f"{calls} requests to the judge at {reward.base_url} ({reward.mode} mode; at most "
+        f"{2 * calls} with retries, fewer with cache hits; {price})"
+    )
 
 
 def smoke_spec(
@@ -260,6 +283,8 @@ def with_dry_run(result: LaunchResult, dry: DryRunPlan | None) -> LaunchResult:
             f"; a dry run of your spec on a {dry.stand_in}: it proves the plumbing, not "
             f"learning (cuts: {', '.join(dry.cuts) or 'none'})"
         )
+        if dry.judge:
+            result.message += f"; it sends {dry.judge}"
     return result
 
 

@@ -228,6 +228,16 @@ def _timeout_note(
     )
 
 
+def refuse_unreachable_judge(spec: RunSpec) -> None:
+    """A judge reward of a Modal run must be reachable from Modal's container, its key there
+    as a Modal secret (a dry run of the same spec, on this machine, may use a local judge)."""
+    if spec.compute.backend == "modal" and spec.reward and spec.reward.name == "judge":
+        from posttrain.rewards.judge.reward import modal_problem
+
+        if problem := modal_problem(spec.reward.params):
+            raise ConfigError(problem)
+
+
 def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
     """A local run of real weights starts only when the plan's own CPU estimate for its shape
     is within LOCAL_LIMIT_S and the weights are on this machine (packaged, a folder, a .gguf
@@ -340,6 +350,7 @@ def plan(
     warnings: list[str] = [f"launch would answer: {refused}"] if refused else []
     try:  # the data's first rows, read cheaply: the columns the spec and its reward use
         check_data(spec)
+        refuse_unreachable_judge(spec)
     except (ConfigError, NotFoundError, RewardError) as exc:
         warnings.append(f"launch would answer: {exc}")
     if cap := _over_cap(cost.worst_case_usd):

@@ -17,7 +17,7 @@ from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.run_plan import Base, Resume, RunPlan
 from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.data import check_data
-from posttrain.tools.plan import estimate, refuse_local_weights
+from posttrain.tools.plan import estimate, refuse_local_weights, refuse_unreachable_judge
 
 
 def resolve(
@@ -33,6 +33,7 @@ def resolve(
     cost = estimate(spec, ctx.index)
     if check_runnable:
         refuse_local_weights(spec, cost)
+    refuse_unreachable_judge(spec)
     columns = check_data(spec)
     base, resume = _base(spec, ctx)
     return RunPlan(

@@ -66,11 +66,11 @@ def judged_run(project):
     with serving(log) as url:
         result = smoke_run(judge_spec(project, url))
         detail = wait_finished(result.run_id, 600)
-    return detail, [json.loads(line) for line in log.read_text().splitlines()]
+    return detail, [json.loads(line) for line in log.read_text().splitlines()], result
 
 
 def test_the_dry_run_succeeds_and_the_endpoint_saw_the_rubric(judged_run):
-    detail, seen = judged_run
+    detail, seen, _ = judged_run
     assert detail.status == "succeeded", detail.cause
     assert seen and all(r["messages"][0]["content"] == RUBRIC for r in seen)
     assert all("Reference answer:\n" in r["messages"][1]["content"] for r in seen)
@@ -79,8 +79,15 @@ def test_the_dry_run_succeeds_and_the_endpoint_saw_the_rubric(judged_run):
     assert judge["judged"] >= 2 * 6 and judge["endpoint"].startswith("http://127.0.0.1")
 
 
+def test_the_dry_run_says_before_it_starts_how_often_it_asks_the_judge(judged_run):
+    _, seen, result = judged_run
+    stated = int(result.dry_run.judge.split(" requests")[0])
+    assert result.dry_run.judge in result.message and "free" in result.dry_run.judge
+    assert 0 < len(seen) <= stated  # the bound holds (cache hits ask fewer)
+
+
 def test_traces_hold_the_judges_scores_and_reasons(judged_run):
-    detail, _ = judged_run
+    detail, _, _ = judged_run
     page = sample_traces(detail.run_id, steps="1-6", n=8)
     rows = [row for step in page.steps.values() for row in step]
     assert rows and all("judge" in r.components for r in rows)
@@ -89,7 +96,7 @@ def test_traces_hold_the_judges_scores_and_reasons(judged_run):
 
 
 def test_a_second_identical_completion_hit_the_cache(judged_run):
-    detail, seen = judged_run
+    detail, seen, _ = judged_run
     judge = detail.dry_run["judge"]
     asked = [
         (r["messages"][1]["content"]) for r in seen

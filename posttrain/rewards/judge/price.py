@@ -76,9 +76,12 @@ def judge_cost(reward: Any, algorithm: Any, steps: int) -> JudgeCost:
     (usd_in, usd_out), source = price_of(reward)
     generations = getattr(algorithm, "num_generations", 1) or 1
     group = reward.mode == "group"
-    per_step = algorithm.batch_size // generations if group else algorithm.batch_size
+    chunks = -(-generations // reward.max_group)  # a group past max_group is split
+    per_step = (algorithm.batch_size // generations) * chunks if group else algorithm.batch_size
     answers = min(generations, reward.max_group) if group else 1
     calls = max(1, per_step) * steps
+    if every := getattr(algorithm, "eval_every", 0):  # the held-out curve: one answer a task
+        calls += (1 + steps // every) * algorithm.eval_tasks
     rubric = len(reward.rubric_text) // CHARS_PER_TOKEN
     tokens_in = calls * (
         rubric + algorithm.max_prompt_length + answers * algorithm.max_completion_length
