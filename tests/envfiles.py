@@ -118,7 +118,7 @@ def write_project(folder: Path, source: str = WAREHOUSE, **environment) -> Path:
     env = {"name": "envs/warehouse.py:Warehouse", "demo_column": "demo", **environment}
     lines = [
         "model: Qwen3-0.6B",
-        "dataset: {path: orders.jsonl, reference_column: null}",
+        "dataset: {path: orders.jsonl}",  # the minimal spec: no reference column
         f"environment: {json.dumps(env)}",
         "algorithm: {kind: grpo, steps: 10, batch_size: 8, num_generations: 4}",
     ]

@@ -89,6 +89,40 @@ class Prepared:
     columns: list[str]
 
 
+def chat_columns(rows: list[dict[str, Any]]) -> tuple[str, str | None] | None:
+    """A file of chats: the column whose values are conversations (lists of {"role", ...})
+    and the column of tool schemas beside it (lists, or JSON text of lists, of {"type":
+    "function", ...} or {"name", "parameters"}), or None when the rows are not chats."""
+
+    def parsed(value: Any) -> Any:  # tools are often stored as a JSON string
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                return value
+        return value
+
+    def all_are(column: str, test: Any, empty_ok: bool = False) -> bool:
+        values = [parsed(r.get(column)) for r in rows]
+        return any(values) and all(
+            isinstance(v, list)
+            and (bool(v) or empty_ok)
+            and all(isinstance(x, dict) and test(x) for x in v)
+            for v in values
+        )
+
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    chats = [c for c in columns if all_are(c, lambda m: "role" in m)]
+    if not chats:
+        return None
+
+    def schema(t: dict[str, Any]) -> bool:
+        return t.get("type") == "function" or {"name", "parameters"} <= set(t)
+
+    tools = [c for c in columns if all_are(c, schema, empty_ok=True)]  # a row may have none
+    return chats[0], tools[0] if tools else None
+
+
 def source_rows(ds: DatasetSpec) -> list[dict[str, Any]]:
     """The raw rows a dataset spec names (before filters, n_rows and the holdout split)."""
     if ds.builtin == "rhyme-gym":

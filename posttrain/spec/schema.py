@@ -48,6 +48,7 @@ MAX_TIMEOUT_S = 24 * 3600
 MAX_GYM_ROWS = 100_000
 MAX_SEED = spec_bounds.MAX_SEED
 MAX_NAME = 200  # characters of a spec's name
+DEFAULT_REFERENCE = "reference"  # the column a reference answer is read from, by default
 DEFAULT_REWARD = "rhyme_relevance"  # GRPO's reward when the spec names none (plan says so)
 
 
@@ -170,7 +171,11 @@ class DatasetSpec(Strict):
         "prompt", max_length=256, description="The prompt, when no template is given."
     )
     reference_column: str | None = Field(
-        "reference", description="The reference answer the reward compares with (None: none)."
+        DEFAULT_REFERENCE,
+        description="The reference answer a reward compares with, and evaluate's "
+        "reference_nll. The default 'reference' is read where the rows have it and required "
+        "only where the path needs it (a reward that reads it, an SFT target); another name "
+        "is required. None: none.",
     )
     response_column: str | None = Field(None, description="SFT target; None: the reference column.")
     messages_column: str | None = Field(
@@ -215,12 +220,16 @@ class DatasetSpec(Strict):
         return self.prompt_template or "{" + self.prompt_column + "}"
 
     def columns_used(self) -> list[str]:
-        """Every column the rows must have: the template's, the reference, the target. Chat
-        rows need no reference column unless one is named: their last answer is the one."""
+        """Every column the rows must have: the template's, the reference the spec names,
+        the target. The default reference column ('reference') is read where the rows have
+        it and required only where the path needs it: an SFT target (check_columns), a
+        reward that reads the reference (posttrain.tools.data.check_data). Chat rows' last
+        answer is their reference; an environment's rows need none. (Decided by the value,
+        not by whether it was written: a spec dumped and loaded again means the same.)"""
         used = [] if self.messages_column else template_columns(self.template)
-        optional = self.messages_column and "reference_column" not in self.model_fields_set
+        named = self.reference_column != DEFAULT_REFERENCE
         for column in (
-            None if optional else self.reference_column,
+            self.reference_column if named else None,
             self.response_column,
             self.messages_column,
             self.tools_column,

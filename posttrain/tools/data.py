@@ -87,7 +87,7 @@ def schema_problems(rows: list[dict[str, Any]], spec: RunSpec) -> list[str]:
     empty = [r["id"] for r, t in zip(rows, texts, strict=True) if not str(t).strip()]
     if empty:
         problems.append(f"{len(empty)} rows have an empty prompt (ids {empty[:5]})")
-    if ds.reference_column:
+    if ds.reference_column and any(r.get("reference") is not None for r in rows):
         missing = [r["id"] for r in rows if not str(r.get("reference") or "").strip()]
         if missing:
             problems.append(f"{len(missing)} rows have an empty reference (ids {missing[:5]})")
@@ -226,7 +226,14 @@ def check_data(spec: RunSpec) -> list[str]:
         return columns
     if not rows:
         raise ConfigError(f"dataset {spec.dataset.path or spec.dataset.builtin} has no rows")
-    # The trainer copies the reference column to "reference" for the built-in rewards.
-    extra = tuple(c for c in columns if c != "reference")
-    check_columns(spec.dataset, rows, spec.algorithm.kind, extra)
+    # The trainer copies the reference column to "reference" for the built-in rewards: a
+    # reward that reads it needs that column, whatever the default.
+    ds = spec.dataset
+    if "reference" in columns and ds.reference_column is None:
+        raise ConfigError(
+            f"reward '{spec.reward.name}' reads each row's reference answer, and "  # type: ignore[union-attr]
+            f"dataset.reference_column is null; name the column that holds it"
+        )
+    extra = tuple(ds.reference_column if c == "reference" else c for c in columns)
+    check_columns(ds, rows, spec.algorithm.kind, extra)  # type: ignore[arg-type]
     return columns

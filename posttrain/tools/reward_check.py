@@ -13,12 +13,12 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import ConfigError
 from posttrain.core.jsonl import jsonl_objects
 from posttrain.core.paths import expand
-from posttrain.data.dataset import prepare, read_rows
+from posttrain.data.dataset import chat_columns, prepare, read_rows
 from posttrain.rewards.isolated import probe_in_subprocess
 from posttrain.rewards.judge.agreement import agreement, read_labels
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.registry import REWARDS, get_reward
-from posttrain.spec.schema import load_spec
+from posttrain.spec.schema import DEFAULT_REFERENCE, DatasetSpec, load_spec
 
 
 class ProbeOut(BaseModel):
@@ -68,6 +68,16 @@ class RewardCheck(BaseModel):
 JUDGE_ROWS = 8  # rows a judge is probed on unless asked: each probe costs a call a row
 
 
+def _prepared_rows(ds: DatasetSpec, rows: int) -> list[dict[str, Any]]:
+    """The first rows as the trainer prepares them (prompt_text, reference, tools, the other
+    columns), less the chat-form prompt and completion the probes do not read."""
+    prepared = prepare(ds, "grpo")
+    return [
+        {k: v for k, v in r.items() if k not in ("prompt", "completion")}
+        for r in prepared.train[: max(rows, 1)]
+    ]
+
+
 def check_reward(
     reward: str,
     params: dict[str, Any] | None = None,
@@ -94,25 +104,32 @@ def check_reward(
     rows = rows or (JUDGE_ROWS if judged else 32)
     if labels and not judged:
         raise ConfigError(f"--labels checks a judge's agreement; reward '{reward}' is no judge")
+    chats = None
     if spec is not None:
         run_spec = load_spec(spec)
         if params is None and run_spec.reward and run_spec.reward.name == reward:
             params = run_spec.reward.params  # the spec's own settings of this reward
-        prepared = prepare(run_spec.dataset, "grpo")
-        table = [
-            {k: v for k, v in r.items() if k not in ("prompt", "completion")}
-            for r in prepared.train[: max(rows, 1)]
-        ]
+        table = _prepared_rows(run_spec.dataset, rows)
         prompt_column, reference_column = "prompt_text", reference_column or "reference"
     else:
         table = read_rows(str(data), limit=rows)
+        if chats := chat_columns(table):  # a file of chats is read as the spec reads it
+            ds = DatasetSpec(
+                path=str(data),
+                messages_column=chats[0],
+                tools_column=chats[1],
+                reference_column=reference_column or DEFAULT_REFERENCE,
+                holdout_share=0.0,
+            )
+            table = _prepared_rows(ds, rows)
+            prompt_column, reference_column = "prompt_text", "reference"
     params = dict(params or {})
     # a judge sees a reference only where its own params say so: the check judges it as it
     # will train, so the reference column is never added to its params here
     if reference_column and info and "reference_column" in info.parameters and not judged:
         # a composite reward (rhyme_relevance) routes it to the part that reads references
         params.setdefault("reference_column", reference_column)
-    if spec is not None and info and "label_column" in info.parameters:
+    if (spec is not None or chats) and info and "label_column" in info.parameters:
         params.setdefault("label_column", reference_column)  # tool_call: the spec's reference
     job = {
         "reward": reward,

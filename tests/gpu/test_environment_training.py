@@ -111,7 +111,7 @@ def environment_dry_run(tmp_path_factory, empty_hf_home):
             row = {"prompt": f"Reserve {quantity} {item}s for order {i}.", "item": item}
             f.write(json.dumps({**row, "quantity": quantity, "demo": demo}) + "\n")
     spec = spec_path.read_text().replace(
-        "reference_column: null}", "reference_column: null, holdout_share: 0.5}"
+        "{path: orders.jsonl}", "{path: orders.jsonl, holdout_share: 0.5}"
     )
     spec_path.write_text(spec)
     with offline_in(project, tmp_path_factory, empty_hf_home):

@@ -40,6 +40,31 @@ def test_check_reward_tool_call_on_a_users_spec_reports_every_probe_and_flags_no
     assert any("expect no call" in n for n in report.notes)  # multi-turn rows: a final answer
 
 
+def test_reward_check_data_on_a_messages_file_reads_it_as_the_spec_does(project):
+    """`reward check tool_call --data chats.jsonl` from a shell, output piped: the file's
+    conversations and tool schemas are found without a spec, and the probes are the spec's."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "posttrain.cli", "reward", "check", "tool_call"]
+    answer = subprocess.run(
+        [*command, "--data", "tool_chats.jsonl", "--reference-column", "expected", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=project,
+    )
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    by_data = json.loads(answer.stdout)
+    spec = (project / "tool_sft.yaml").read_text().replace("holdout_share: 0.2", "holdout_share: 0")
+    (project / "every_row.yaml").write_text(spec)  # the rows --data probes: all of them
+    by_spec = check_reward("tool_call", spec="every_row.yaml").model_dump(mode="json")
+    means = {p["name"]: p["mean"] for p in by_data["probes"]}
+    assert set(means) == {p.name for p in TOOL_PROBES}
+    assert means == {p["name"]: p["mean"] for p in by_spec["probes"]}
+    assert by_data["honest"]["mean"] == 1.0 and by_data["flagged"] == []
+
+
 @dataclass(frozen=True)
 class NameOnly(Reward):
     """A lenient reward a user might write: any JSON object naming the right tool pays 1."""

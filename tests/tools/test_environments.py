@@ -76,7 +76,7 @@ def test_an_environment_that_sleeps_floods_stdout_and_exits_never_stops_the_chec
     (project / "envs" / "hostile.py").write_text(HOSTILE)
     spec = {
         "model": "Qwen3-0.6B",
-        "dataset": {"path": "orders.jsonl", "reference_column": None},
+        "dataset": {"path": "orders.jsonl"},
         "environment": {"name": "envs/hostile.py:Hostile", "max_turns": 3, "tool_timeout_s": 1},
     }
     (project / "orders.jsonl").write_text(json.dumps({"prompt": "Order 3 widgets."}) + "\n")
