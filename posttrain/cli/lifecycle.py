@@ -238,7 +238,8 @@ def register(app: typer.Typer) -> None:
             from posttrain.tools.evaluate import checked_judge
 
             params = checked_judge(read_source(judge)) if judge is not None else None  # first
-            human = ask_human(eval_question(run_id, confirm), as_json)
+            asked = eval_question(run_id, confirm, None, params, k, base_passes, max_tasks)
+            human = ask_human(asked, as_json)
             return start_evaluate(
                 run_id, k, base_passes, max_tasks, threshold, seed, human, confirm, judge=params
             )

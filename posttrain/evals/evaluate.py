@@ -166,6 +166,7 @@ def evaluate_runs(
     seed: int = 0,
     progress: Any = None,
     judge: dict[str, Any] | None = None,
+    judge_approved: bool = False,
 ) -> EvalResult:
     """Evaluate finished runs of one spec, one per training seed, on the same held-out tasks.
     `progress(done, total, message)`, when given, hears of each step.
@@ -174,7 +175,8 @@ def evaluate_runs(
     later run its own base pass 1 when its base differs (its own warm-start), none when the
     base is shared. Each seed's trained pass is paired with its base on the same tasks.
     `judge` (the params of a judge; else the spec's eval.judge) scores every pass besides the
-    training reward: the un-optimised metric eval_judge."""
+    training reward: the un-optimised metric eval_judge; a paid one only once the caller had
+    its price approved (`judge_approved`: posttrain.tools.evaluate)."""
     if base_passes < 2:
         raise ConfigError(
             "base_passes must be at least 2 (3 recommended): the noise floor "
@@ -186,7 +188,7 @@ def evaluate_runs(
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
     holdout = _load_rows(first / HOLDOUT)
     warnings: list[str] = []
-    second = _second_judge(judge, spec, reward, warnings)
+    second = _second_judge(judge, spec, reward, warnings, judge_approved)
     try:
         train_rows = prepare(spec.dataset, spec.algorithm.kind).train
     except Exception as exc:  # the training data may be unreachable here (a hub dataset)
@@ -383,9 +385,11 @@ def evaluate_runs(
     )
 
 
-def _second_judge(given: dict[str, Any] | None, spec: Any, reward: Any, warnings: list[str]) -> Any:
+def _second_judge(
+    given: dict[str, Any] | None, spec: Any, reward: Any, warnings: list[str], approved: bool
+) -> Any:
     """The judge of the un-optimised metric eval_judge (evaluate's `judge`, else the spec's
-    eval.judge), or None. A paid one is refused: evaluate cannot price its calls yet."""
+    eval.judge), or None. A paid one is refused unless its price was approved."""
     params = given if given is not None else (spec.eval.judge if spec.eval else None)
     if not params:
         return None
@@ -396,7 +400,8 @@ def _second_judge(given: dict[str, Any] | None, spec: Any, reward: Any, warnings
         )
         return None
     judge = metric_judge(params)
-    judge.refuse_unpriced("evaluate's judge")
+    if not approved:
+        judge.refuse_unpriced("evaluate's judge")
     if same_judge(judge, reward):
         warnings.append(
             f"{JUDGE_METRIC} is the training reward's own judge (same rubric and model): it "

@@ -40,7 +40,12 @@ from posttrain.tools import runs as run_tools
 from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.env_check import EnvironmentCheck, check_environment, is_spec_source
-from posttrain.tools.evaluate import EvaluateOutcome, eval_question, start_evaluate
+from posttrain.tools.evaluate import (
+    EvaluateOutcome,
+    checked_judge,
+    eval_question,
+    start_evaluate,
+)
 from posttrain.tools.export import ExportOutcome, start_export
 from posttrain.tools.launch import (
     LaunchResult,
@@ -427,8 +432,20 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
 
     register_run_views(server, rc, call)
 
-    def ask_to_evaluate(run_id: RunId, ctx: Context, confirmation_token: str | None = None) -> Any:
-        return ask(ctx, lambda: eval_question(run_id, confirmation_token, rc))
+    def ask_to_evaluate(
+        run_id: RunId,
+        ctx: Context,
+        confirmation_token: str | None = None,
+        judge: dict[str, Any] | None = None,
+        k: int = 4,
+        base_passes: int = 3,
+        max_tasks: int = 200,
+    ) -> Any:
+        def question() -> str | None:
+            checked = checked_judge(judge, roots)
+            return eval_question(run_id, confirmation_token, rc, checked, k, base_passes, max_tasks)
+
+        return ask(ctx, question)
 
     @server.tool(
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)

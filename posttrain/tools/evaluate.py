@@ -8,6 +8,7 @@ approves it and runs it as a detached job (posttrain.tools.jobs), returning its 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +63,41 @@ def _cost(run_dirs: list[Path]) -> tuple[str | None, float]:
     return gpu, round(EVAL_TIMEOUT_S * gpu_prices()[gpu] * len(run_dirs), 2)
 
 
+def _judge_share(
+    run_dirs: list[Path], judge: dict[str, Any] | None, k: int, base_passes: int, max_tasks: int
+) -> Any:
+    """A paid judge's share of this evaluation (evaluate's judge, else the spec's
+    eval.judge), at most: every sample of every pass asked alone; None for no judge or a free
+    one."""
+    from posttrain.rewards.judge.metric import metric_judge
+    from posttrain.rewards.judge.price import evaluation_cost
+    from posttrain.runs.layout import HOLDOUT, SPEC
+    from posttrain.spec.schema import load_spec
+
+    spec = load_spec(run_dirs[0] / SPEC)
+    params = judge if judge is not None else (spec.eval.judge if spec.eval else None)
+    if not params or spec.environment is not None:  # episodes are not judged (not built)
+        return None
+    reward = metric_judge(params)
+    if reward.free:
+        return None
+    try:
+        held_out = sum(1 for line in (run_dirs[0] / HOLDOUT).open(encoding="utf-8") if line)
+    except OSError:
+        held_out = max_tasks
+    answers = min(max_tasks, held_out) * k * (base_passes + 1) * len(run_dirs)
+    a = spec.algorithm
+    return evaluation_cost(reward, answers, a.max_prompt_length, a.max_completion_length)
+
+
+def _judge_words(share: Any) -> str:
+    return (
+        f"ask the judge {share.model} at {share.endpoint} up to {share.calls:,} times "
+        f"(~{share.tokens_in / 1e6:.1f}M tokens in; up to ${share.worst_case_usd:.2f}, "
+        f"{share.price_source})"
+    )
+
+
 def _runs(ctx: Context, run_or_group: str) -> list[dict[str, Any]]:
     """The runs an id names: one run, every seed of a group, or every arm x seed of an
     experiment."""
@@ -76,20 +112,34 @@ def _runs(ctx: Context, run_or_group: str) -> list[dict[str, Any]]:
 
 
 def eval_question(
-    run_id: str, confirmation_token: str | None = None, ctx: Context | None = None
+    run_id: str,
+    confirmation_token: str | None = None,
+    ctx: Context | None = None,
+    judge: dict[str, Any] | None = None,
+    k: int = 4,
+    base_passes: int = 3,
+    max_tasks: int = 200,
 ) -> str | None:
-    """What to ask the human before evaluating on Modal; None when nobody needs asking."""
+    """What to ask the human before an evaluation that costs money (on Modal, or with a
+    paid judge); None when nobody needs asking."""
     ctx = ctx or Context()
     rows = _runs(ctx, run_id)
-    gpu, worst = _cost([Path(r["run_dir"]) for r in rows])
-    if gpu is None or who_approves(worst, confirmation_token, BudgetPolicy.load()):
+    run_dirs = [Path(r["run_dir"]) for r in rows]
+    gpu, worst = _cost(run_dirs)
+    share = _judge_share(run_dirs, judge, k, base_passes, max_tasks)
+    worst = round(worst + (share.worst_case_usd if share else 0.0), 2)
+    if worst == 0 or who_approves(worst, confirmation_token, BudgetPolicy.load()):
         return None
     kind = "experiment" if run_id.startswith(EXPERIMENT_ID_PREFIX) else "group"
     what = f"the {len(rows)} runs of {kind} {run_id}" if len(rows) > 1 else run_id
-    return (
-        f"Evaluate {what} on Modal ({gpu}, base and trained passes on the held-out tasks) "
-        f"for up to {EVAL_TIMEOUT_S // 60} min each: at most ${worst:.2f}?"
+    where = (
+        f"on Modal ({gpu}, base and trained passes on the held-out tasks) for up to "
+        f"{EVAL_TIMEOUT_S // 60} min each"
+        if gpu
+        else "on this machine"
     )
+    judged = f", and {_judge_words(share)}" if share else ""
+    return f"Evaluate {what} {where}{judged}: at most ${worst:.2f}?"
 
 
 def _args(
@@ -133,9 +183,11 @@ def _authorize(
     human: Decision,
     confirmation_token: str | None,
     ctx: Context,
+    judge: dict[str, Any] | None = None,
 ) -> tuple[str, float] | EvaluateOutcome:
-    """Check the runs can be evaluated and approve the spend: (who approved, worst case),
-    or the outcome that stops here (declined, or a token for the human)."""
+    """Check the runs can be evaluated and approve the spend (the GPU on Modal, a paid
+    judge's calls): (who approved, worst case), or the outcome that stops here (declined, or
+    a token for the human)."""
     rows = _runs(ctx, run_id)
     if run_id.startswith(EXPERIMENT_ID_PREFIX):  # a failed arm does not stop the others
         rows = [r for r in rows if r["status"] not in ("failed", "cancelled")]
@@ -151,11 +203,17 @@ def _authorize(
         for d in run_dirs:
             if not (d / "final").is_dir():
                 raise ConfigError(f"run {d.name} has no final model; evaluate a finished run")
+    share = _judge_share(run_dirs, judge, k, base_passes, max_tasks)
+    worst = round(worst + (share.worst_case_usd if share else 0.0), 2)
+    if worst == 0:
         return "free", worst
     ledger, policy = Ledger(), BudgetPolicy.load()
     spend_id = f"eval:{run_id}:{k}:{base_passes}:{max_tasks}:{seed}"
+    if share:  # another judge is another spend
+        said = json.dumps(judge, sort_keys=True, default=str)
+        spend_id += f":judge:{hashlib.sha256(said.encode()).hexdigest()[:12]}"
     outcome, approved_by, token = decide(spend_id, worst, confirmation_token, human, policy, ledger)
-    asked = eval_question(run_id, None, ctx) if token else ""
+    asked = eval_question(run_id, None, ctx, judge, k, base_passes, max_tasks) if token else ""
     again = "evaluate again with this confirmation_token"
     if stop := unapproved(outcome, token, asked, again, "was evaluated"):
         return EvaluateOutcome(run_id=run_id, worst_case_usd=worst, **stop)
@@ -187,7 +245,9 @@ def evaluate(
     `judge`: the params of a judge that scores both arms besides the training reward."""
     ctx = ctx or Context()
     judge = checked_judge(judge)
-    approved = _authorize(run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx)
+    approved = _authorize(
+        run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx, judge
+    )
     if isinstance(approved, EvaluateOutcome):
         return approved
     return run_evaluation(
@@ -221,11 +281,12 @@ def start_evaluate(
     (`status: started`). The same request again is the same job: while it runs, `started`
     with its id; once it succeeded, `done` with its result."""
     ctx = ctx or Context()
-    args = _args(run_id, k, base_passes, max_tasks, threshold, seed, checked_judge(judge, roots))
+    judge = checked_judge(judge, roots)
+    args = _args(run_id, k, base_passes, max_tasks, threshold, seed, judge)
     job = find_job("evaluate", args)
     if job is None:
         approved = _authorize(
-            run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx
+            run_id, k, base_passes, max_tasks, seed, human, confirmation_token, ctx, judge
         )
         if isinstance(approved, EvaluateOutcome):
             return approved
@@ -310,7 +371,13 @@ def _evaluated(
             for r, d in zip(rows, run_dirs, strict=True)
         ]
     result = evaluate_runs(
-        run_dirs, generators, group_id=group_id, threshold=threshold, progress=progress, **options
+        run_dirs,
+        generators,
+        group_id=group_id,
+        threshold=threshold,
+        progress=progress,
+        judge_approved=True,  # the caller approved its price (_authorize)
+        **options,
     )
     for d in run_dirs:
         store(d, result)

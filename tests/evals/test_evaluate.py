@@ -296,3 +296,33 @@ def test_evaluate_asks_a_judge_given_to_the_tool_and_never_a_group_judge(
     assert names[:2] == ["reference_nll", "eval_judge"]
     # the real tiny model's answers, each judged against the rubric read from its file
     assert json.loads(log.read_text().splitlines()[0])["messages"][0]["content"] == EVAL_RUBRIC
+
+
+def test_a_paid_judge_is_priced_and_asked_like_any_spend_before_it_is_called(
+    finished_run, monkeypatch
+):
+    from posttrain.core.errors import RewardError
+
+    home, run_id = finished_run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    paid = {
+        "rubric": EVAL_RUBRIC,
+        "base_url": "https://judge.invalid/v1",  # never reached before the approval
+        "model": "their-judge",
+        "price_per_mtok": [5.0, 15.0],
+        "retries": 0,
+    }
+    asked = evaluate(run_id, k=2, base_passes=2, max_tasks=30, judge=paid)
+    assert asked.status == "needs_confirmation" and asked.confirmation_token
+    # 30 tasks x 2 samples x 3 passes, each asked alone, twice at worst
+    assert "up to 180 times" in asked.message and asked.worst_case_usd > 0
+    assert "their-judge at https://judge.invalid/v1" in asked.message
+    with pytest.raises(RewardError, match=r"judge at https://judge\.invalid/v1"):  # approved: asked
+        evaluate(
+            run_id,
+            k=2,
+            base_passes=2,
+            max_tasks=30,
+            judge=paid,
+            confirmation_token=asked.confirmation_token,
+        )

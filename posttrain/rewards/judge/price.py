@@ -73,7 +73,6 @@ def price_of(reward: Any) -> tuple[tuple[float, float], str]:
 
 def judge_cost(reward: Any, algorithm: Any, steps: int) -> JudgeCost:
     """The judge's share of a run of `steps` steps of `algorithm` (a spec's)."""
-    (usd_in, usd_out), source = price_of(reward)
     generations = getattr(algorithm, "num_generations", 1) or 1
     group = reward.mode == "group"
     chunks = -(-generations // reward.max_group)  # a group past max_group is split
@@ -82,11 +81,27 @@ def judge_cost(reward: Any, algorithm: Any, steps: int) -> JudgeCost:
     calls = max(1, per_step) * steps
     if every := getattr(algorithm, "eval_every", 0):  # the held-out curve: one answer a task
         calls += (1 + steps // every) * algorithm.eval_tasks
+    return priced(
+        reward,
+        calls,
+        algorithm.max_prompt_length + answers * algorithm.max_completion_length,
+    )
+
+
+def evaluation_cost(
+    reward: Any, answers: int, prompt_tokens: int, completion_tokens: int
+) -> JudgeCost:
+    """A judge's share of an evaluation that asks it about `answers` answers, one a call
+    (single mode; a repeated answer comes from the cache, so this is the most)."""
+    return priced(reward, answers, prompt_tokens + 2 * completion_tokens)  # and a reference
+
+
+def priced(reward: Any, calls: int, tokens_a_call: int) -> JudgeCost:
+    """`calls` requests of `tokens_a_call` tokens (the question and answers) to this judge,
+    each with its rubric and the protocol's words, and max_tokens back."""
+    (usd_in, usd_out), source = price_of(reward)
     rubric = len(reward.rubric_text) // CHARS_PER_TOKEN
-    tokens_in = calls * (
-        rubric + algorithm.max_prompt_length + answers * algorithm.max_completion_length
-        + PROTOCOL_TOKENS
-    )  # fmt: skip
+    tokens_in = calls * (rubric + tokens_a_call + PROTOCOL_TOKENS)
     tokens_out = calls * reward.max_tokens
     expected = (tokens_in * usd_in + tokens_out * usd_out) / 1e6
     return JudgeCost(
