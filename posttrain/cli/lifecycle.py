@@ -4,6 +4,7 @@ the lifecycle verbs."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from posttrain.cli.common import (
     guarded,
     untrusted,
 )
+from posttrain.cli.install import CONFIG_FILES, CPU_TORCH_UV_ARGS, server_entry
 from posttrain.cli.progress import EventsFlag, Reporter, progress
 from posttrain.cli.runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
 
@@ -271,7 +273,7 @@ def register(app: typer.Typer) -> None:
         ] = Path("."),
     ) -> None:
         """The MCP config that starts this posttrain for Claude Code or Claude Desktop."""
-        entry = _server_entry(uvx, project.resolve())
+        entry = server_entry(uvx, project.resolve())
         if client not in CONFIG_FILES:
             fail(
                 f"client '{client}': use claude-code or claude-desktop",
@@ -281,6 +283,13 @@ def register(app: typer.Typer) -> None:
         path = CONFIG_FILES[client]()
         if client == "claude-code":
             entry = {"type": "stdio", **entry}
+        if entry["args"][:2] == CPU_TORCH_UV_ARGS:
+            print(
+                "no CUDA device here: the entry takes torch's CPU build (--torch-backend cpu, "
+                "~0.5 GB to download instead of ~3 GB); drop those two arguments where it "
+                "runs on a machine with a GPU",
+                file=sys.stderr,
+            )
         if not write:
             print(json.dumps({"mcpServers": {"posttrain": entry}}, indent=2))
             return
@@ -329,37 +338,6 @@ def register(app: typer.Typer) -> None:
             as_json,
             lambda r: console.print("installed:\n  " + "\n  ".join(r["installed"])),
         )
-
-
-def _claude_desktop_config() -> Path:
-    import os
-    import sys
-
-    if sys.platform == "darwin":
-        return Path.home() / "Library/Application Support/Claude/claude_desktop_config.json"
-    if sys.platform == "win32":
-        return Path(os.environ.get("APPDATA", Path.home())) / "Claude/claude_desktop_config.json"
-    return Path.home() / ".config/Claude/claude_desktop_config.json"
-
-
-CONFIG_FILES = {
-    "claude-code": lambda: Path(".mcp.json"),  # the project's, shared with its team
-    "claude-desktop": _claude_desktop_config,
-}
-
-
-def _server_entry(uvx: str | None, project: Path) -> dict[str, Any]:
-    """How a client starts this server: uvx from a source, else this installation's own
-    `posttrain` (or this interpreter's -m posttrain.cli)."""
-    import sys
-
-    env = {"POSTTRAIN_ROOTS": str(project)}
-    if uvx:
-        return {"command": "uvx", "args": ["--from", uvx, "posttrain", "serve"], "env": env}
-    script = Path(sys.executable).parent / "posttrain"
-    if script.is_file():
-        return {"command": str(script), "args": ["serve"], "env": env}
-    return {"command": sys.executable, "args": ["-m", "posttrain.cli", "serve"], "env": env}
 
 
 def follow_job(job_id: str | None, reporter: Reporter, every_s: float = 1.0) -> Any:
