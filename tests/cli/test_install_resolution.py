@@ -4,6 +4,7 @@ options mcp-config prints take torch's CPU build and no nvidia package, no other
 pulls one, and PyPI's own Linux torch does (so the check can tell). A test skips, saying which,
 only where its index cannot be reached."""
 
+import json
 import os
 import re
 import subprocess
@@ -91,3 +92,42 @@ def test_pypis_linux_torch_brings_the_nvidia_packages_the_cpu_build_leaves_out(t
     resolved = resolve(tmp_path)
     assert "+" not in resolved["torch"]
     assert "nvidia-cublas" in gpu_packages(resolved) and "triton" in resolved
+
+
+def readme_install(tool: str) -> list[str]:
+    """The README's CPU install for `uv pip` or `pip`, as words (the checkout's path for
+    ./posttrain)."""
+    table = (ROOT / "README.md").read_text().split("## What an install downloads", 1)[1]
+    commands = re.findall(r"`((?:uv )?pip install [^`]+)`", table)
+    command = next(c for c in commands if c.startswith(f"{tool} install") and "torch==" in c)
+    return [str(ROOT) if word == "./posttrain" else word for word in command.split()]
+
+
+def test_the_readmes_cpu_installs_name_the_cpu_build_and_the_makefiles_torch():
+    uv_words, pip_words = readme_install("uv pip"), readme_install("pip")
+    start = uv_words.index(install.CPU_TORCH_UV_ARGS[0])
+    assert uv_words[start : start + 2] == install.CPU_TORCH_UV_ARGS
+    assert "https://download.pytorch.org/whl/cpu" in pip_words
+    assert torch_pin() in uv_words and torch_pin() in pip_words
+    example = json.loads((ROOT / "examples/mcp.json").read_text())["mcpServers"]["posttrain"]
+    assert example["args"][:2] == install.CPU_TORCH_UV_ARGS
+
+
+def test_the_readmes_uv_install_would_install_no_nvidia_package(tmp_path):
+    need(PYPI)
+    need(PYTORCH_CPU)
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    venv = tmp_path / "venv"
+    subprocess.run([str(UV), "venv", "-q", str(venv)], check=True, env=env, timeout=120)
+    words = readme_install("uv pip")
+    done = subprocess.run(
+        [str(UV), *words[1:], "--no-config", "--dry-run", "--python", str(venv / "bin/python")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    planned = re.findall(r"^ \+ (\S+)==(\S+)$", done.stderr, re.M)
+    assert ("torch", torch_pin().split("==")[1] + "+cpu") in planned
+    assert [name for name, _ in planned if GPU_PACKAGE.match(name)] == []
