@@ -1,5 +1,6 @@
 # The two commands a fresh machine needs: `make demo` and `make test`.
-# torch is pinned here: an unpinned torch pulls a multi-GB CUDA build onto a CPU machine.
+# torch's version is pinned here and its build chosen below: PyPI's Linux torch, pinned or not,
+# is the CUDA build (3 GB of downloads with its nvidia packages), also on a machine with no GPU.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
