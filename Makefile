@@ -52,10 +52,10 @@ browser:
 # a worker takes whole modules, longest first (tests/conftest.py; xdist's own reordering,
 # by number of tests, would start the one-test demo last), so the demo's minutes
 # overlap the rest. Each trainer a test starts uses one thread (tests/conftest.py).
-# Tests marked `alone` make their own load and measure under it: they run after, by themselves.
+# The load test (tests/server/test_load.py) runs among the rest, beside its own CPU hogs:
+# a training server has to answer beside busy processes, the suite's own included.
 test: setup browser
-	$(PY) -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder -m "not alone"
-	$(PY) -m pytest -q -m alone
+	$(PY) -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder
 
 # lint-imports holds the layers written in pyproject.toml ([tool.importlinter]).
 lint: setup

@@ -1,11 +1,13 @@
 """Load: many MCP clients over streamable HTTP while two local runs train.
 
-    python bench/load.py [--clients 50] [--seconds 60] [--json]
+    python bench/load.py [--clients 50] [--seconds 60] [--hogs 0] [--json]
 
 Starts `posttrain serve --http` against a fresh POSTTRAIN_HOME, launches two tiny local GRPO
 runs (POSTTRAIN_LOCAL_MAX_RUNS=2, so both train at once), then runs --clients concurrent
 client sessions, each calling get_run, list_runs and tail_logs in turn for --seconds.
-Prints p50/p99 latency per tool, calls made and errors (the goal: no errors).
+--hogs starts that many CPU-saturating processes first (in this session, beside the server:
+nothing shields it from them), killed at the end. Prints p50/p99 latency per tool, calls
+made, errors and the steps the runs made meanwhile (the goals: no errors, p99 under 2 s).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from pathlib import Path
 import anyio
 
 CALL_LIMIT_S = 60.0  # one tool call's longest wait before it counts as an error
+# Beside CPU hogs the trainers, which run below the server (core.priority), take minutes to
+# import and reach their first step.
+TRAINING_WAIT_S = 600.0
 SPEC = {
     "dataset": {"builtin": "rhyme-gym", "n_rows": 200, "system_prompt": "answer in rhyme"},
     "reward": "rhyme",
@@ -90,7 +95,17 @@ async def client_loop(
         errors.append(f"session: {type(exc).__name__}: {exc}")
 
 
-def run_load(clients: int, seconds: float) -> dict:
+def run_load(clients: int, seconds: float, hogs: int = 0) -> dict:
+    hog_procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+    try:
+        return _run_load(clients, seconds, hogs)
+    finally:
+        for hog in hog_procs:
+            hog.kill()
+            hog.wait()
+
+
+def _run_load(clients: int, seconds: float, hogs: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "POSTTRAIN_HOME": tmp, "POSTTRAIN_LOCAL_MAX_RUNS": "2"}
         os.environ.update(POSTTRAIN_HOME=tmp, POSTTRAIN_LOCAL_MAX_RUNS="2")
@@ -108,7 +123,7 @@ def run_load(clients: int, seconds: float) -> dict:
             stderr=subprocess.PIPE,
         )
         try:
-            deadline = time.time() + 60
+            deadline = time.time() + TRAINING_WAIT_S
             while time.time() < deadline:
                 with socket.socket() as s:
                     if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -116,6 +131,7 @@ def run_load(clients: int, seconds: float) -> dict:
                 time.sleep(0.2)
             while time.time() < deadline and not all(get_run(r).phase == "train" for r in run_ids):
                 time.sleep(0.5)  # both runs are training before the clients arrive
+            steps_before = {r: get_run(r).step for r in run_ids}
             timings: dict[str, list[float]] = {"get_run": [], "list_runs": [], "tail_logs": []}
             errors: list[str] = []
             until = time.time() + seconds
@@ -131,7 +147,7 @@ def run_load(clients: int, seconds: float) -> dict:
                 )
 
             asyncio.run(main())
-            steps = {r: get_run(r).step for r in run_ids}
+            steps = {r: get_run(r).step - steps_before[r] for r in run_ids}
         finally:
             for r in run_ids:
                 cancel_run(r, grace_s=5)
@@ -140,6 +156,7 @@ def run_load(clients: int, seconds: float) -> dict:
         return {
             "clients": clients,
             "seconds": seconds,
+            "hogs": hogs,
             "errors": errors[:20],
             "error_count": len(errors),
             "training_steps_during_load": steps,
@@ -158,20 +175,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--hogs", type=int, default=0, help="CPU-saturating processes beside")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     # Stopped with SIGTERM (a test that gave up on it), it still cancels its runs and stops
     # its server: the `finally` of run_load runs.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
-    result = run_load(args.clients, args.seconds)
+    result = run_load(args.clients, args.seconds, args.hogs)
     if args.json:
         print(json.dumps(result))
         return
     print(
         f"{result['clients']} MCP clients over streamable HTTP for {result['seconds']:.0f} s "
-        f"while two local runs trained ({os.cpu_count()} cores; steps reached "
-        f"{result['training_steps_during_load']}):"
+        f"while two local runs trained beside {result['hogs']} CPU hog(s) ({os.cpu_count()} "
+        f"cores; steps made meanwhile {result['training_steps_during_load']}):"
     )
     for name, t in result["tools"].items():
         if t["calls"]:

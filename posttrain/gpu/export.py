@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from posttrain.core.priority import lower_priority
+
 EXPORT_INFO = "posttrain_export.json"
 
 
@@ -60,6 +62,7 @@ def export(run_dir: Path, out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
+    lower_priority()  # a merge is CPU work the server must answer beside
     if len(args) != 2:
         print("usage: python -m posttrain.gpu.export RUN_DIR OUT", file=sys.stderr)
         return 2

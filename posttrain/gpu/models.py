@@ -6,6 +6,7 @@ run build on it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ class Device:
 
         if torch.cuda.is_available():
             return cls(True, torch.cuda.is_bf16_supported(), torch.cuda.get_device_name(0))
-        return cls(False, False, f"cpu, {torch.get_num_threads()} thread(s)")
+        # its nice value said: a run beside busy processes is slow by design (core.priority)
+        return cls(False, False, f"cpu, {torch.get_num_threads()} thread(s), nice {os.nice(0)}")
 
     def trainer_kwargs(self) -> dict[str, Any]:
         # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way.

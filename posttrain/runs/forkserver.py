@@ -52,6 +52,8 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from posttrain.core.priority import lower_priority
+
 IDLE_S = 300.0  # a server with no request this long exits
 REPLY_S = 30.0  # the launcher's wait for the forked supervisor's pid
 GO_S = 60.0  # the forked supervisor's wait for the launcher's go
@@ -254,6 +256,7 @@ def serve(key: str) -> int:
         listener.bind(address(key))
     except OSError:
         return 0
+    lower_priority()  # its imports (~7 CPU-s) must not slow the server that started it
     preload()  # then listen: a launch that connects finds a server that forks at once
     listener.listen(64)
     listener.settimeout(IDLE_S)

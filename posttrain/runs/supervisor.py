@@ -25,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from posttrain.core.priority import lower_priority
 from posttrain.core.secrets import redact, secret_values
 from posttrain.runs import forkserver
 from posttrain.runs.forkserver import ForkedTrainer
@@ -119,6 +120,7 @@ def start_trainer(run_dir: Path, env: dict[str, str]) -> subprocess.Popen | Fork
 
 def supervise(run_dir: Path) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    lower_priority()  # below the server: its trainer inherits it, forked or started
     me = os.getpid()
     info = {"supervisor_pid": me, "supervisor_start": process_start(me)}
     write_json_atomic(run_dir / PROCESS, info)

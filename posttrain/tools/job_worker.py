@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import PosttrainError
+from posttrain.core.priority import lower_priority
 from posttrain.core.secrets import redact
 from posttrain.runs.layout import read_json, write_json_atomic
 from posttrain.tools.jobs import JOB, RESULT, report
@@ -70,6 +71,7 @@ WORK = {"evaluate": _evaluate, "export": _export}
 
 
 def main(job_dir: Path) -> int:
+    lower_priority()  # an evaluation is CPU work the server must answer beside
     job = read_json(job_dir / JOB)
 
     def cancelled(signum: int, frame: Any) -> None:

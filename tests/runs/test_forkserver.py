@@ -76,6 +76,12 @@ def stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+def autogroup(pid: int) -> str | None:
+    """The nice value of the process's session, where the kernel shares CPU by session."""
+    path = Path(f"/proc/{pid}/autogroup")
+    return "nice " + path.read_text().rsplit("nice", 1)[1].strip() if path.exists() else None
+
+
 def cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
@@ -98,6 +104,7 @@ def long_spec(**algorithm) -> dict:
 
 
 def test_a_forked_run_has_the_process_tree_of_a_started_one_and_cancels(server, home):
+    mine = os.nice(0), autogroup(os.getpid())
     run_id = launch(long_spec()).run_id
     proc = running_trainer(run_id, home)
     supervisor, trainer = proc["supervisor_pid"], proc["trainer_pid"]
@@ -110,7 +117,13 @@ def test_a_forked_run_has_the_process_tree_of_a_started_one_and_cancels(server, 
     # It has the launcher's working directory and environment (it writes to this test's home,
     # which the server's environment does not name), and one thread, set per trainer.
     assert Path(f"/proc/{trainer}/cwd").resolve() == Path.cwd().resolve()
-    assert "on cpu, 1 thread(s)" in model_line(run_id, home)
+    # Below the launcher (the server), in its session too where the kernel shares CPU by
+    # session; the launcher keeps its own priority.
+    nice = max(10, mine[0])
+    assert f"on cpu, 1 thread(s), nice {nice}" in model_line(run_id, home)
+    assert int(stat(trainer)[16]) == int(stat(supervisor)[16]) == nice
+    assert autogroup(trainer) in (None, f"nice {nice}")
+    assert (os.nice(0), autogroup(os.getpid())) == mine
 
     outcome = cancel_run(run_id)
     assert outcome.stopped, outcome
@@ -208,6 +221,8 @@ def test_without_a_server_a_launch_starts_one_and_its_run_starts_plainly(home, m
         assert "-m posttrain.runs.supervisor" in cmdline(supervisor)  # a new interpreter
         wait_for(lambda: server_pid(key), 120, every_s=0.2)  # ready for the next launch
         assert wait_finished(run_id, 300).status == "succeeded"
+        nice = max(10, os.nice(0))  # inherited from its supervisor; this process's own kept
+        assert f"on cpu, 1 thread(s), nice {nice}" in model_line(run_id, home)
     finally:
         if pid := server_pid(key):
             os.kill(pid, signal.SIGTERM)
