@@ -43,11 +43,20 @@ def lower_priority(nice: int | None = None) -> int:
     return current
 
 
-def _raise_autogroup(target: int) -> None:
-    """The session's nice value, where the kernel groups by session (else no such file)."""
+def autogroup_nice(pid: int | str = "self") -> int | None:
+    """The nice value of the process's session where the kernel groups CPU time by session,
+    else None: no such file (another OS, a kernel without it), or a file that exists but
+    says nothing readable (some containers and sandboxes serve it empty)."""
     try:
-        text = AUTOGROUP.read_text()  # "/autogroup-123 nice 0"
-        if int(text.rsplit("nice", 1)[1]) < target:
-            AUTOGROUP.write_text(str(target))
+        text = Path(f"/proc/{pid}/autogroup").read_text()  # "/autogroup-123 nice 0"
+        return int(text.rsplit("nice", 1)[1])
     except (OSError, ValueError, IndexError):
-        pass  # no autogroup here (disabled, another OS): the process's nice value is all
+        return None
+
+
+def _raise_autogroup(target: int) -> None:
+    """The session's nice value, where the kernel groups by session and lets us write it."""
+    current = autogroup_nice()
+    if current is not None and current < target:
+        with contextlib.suppress(OSError):
+            AUTOGROUP.write_text(str(target))

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from posttrain.core.priority import autogroup_nice
 from posttrain.runs import forkserver
 from posttrain.runs.layout import PROCESS, RUN_META, iter_events, process_alive, read_json
 from posttrain.tools.launch import launch
@@ -76,12 +77,6 @@ def stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def autogroup(pid: int) -> str | None:
-    """The nice value of the process's session, where the kernel shares CPU by session."""
-    path = Path(f"/proc/{pid}/autogroup")
-    return "nice " + path.read_text().rsplit("nice", 1)[1].strip() if path.exists() else None
-
-
 def cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
@@ -104,7 +99,7 @@ def long_spec(**algorithm) -> dict:
 
 
 def test_a_forked_run_has_the_process_tree_of_a_started_one_and_cancels(server, home):
-    mine = os.nice(0), autogroup(os.getpid())
+    mine = os.nice(0), autogroup_nice(os.getpid())
     run_id = launch(long_spec()).run_id
     proc = running_trainer(run_id, home)
     supervisor, trainer = proc["supervisor_pid"], proc["trainer_pid"]
@@ -122,8 +117,8 @@ def test_a_forked_run_has_the_process_tree_of_a_started_one_and_cancels(server, 
     nice = max(10, mine[0])
     assert f"on cpu, 1 thread(s), nice {nice}" in model_line(run_id, home)
     assert int(stat(trainer)[16]) == int(stat(supervisor)[16]) == nice
-    assert autogroup(trainer) in (None, f"nice {nice}")
-    assert (os.nice(0), autogroup(os.getpid())) == mine
+    assert autogroup_nice(trainer) in (None, nice)
+    assert (os.nice(0), autogroup_nice(os.getpid())) == mine
 
     outcome = cancel_run(run_id)
     assert outcome.stopped, outcome
