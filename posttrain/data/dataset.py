@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.core.paths import expand
-from posttrain.data.toolcalls import call_parts, call_text, canonical_messages, canonical_tools
+from posttrain.data.toolcalls import (
+    as_text,
+    call_parts,
+    call_text,
+    canonical_messages,
+    canonical_tools,
+    loads_json,
+)
 
 if TYPE_CHECKING:
     from posttrain.spec.schema import DatasetSpec
@@ -179,12 +186,14 @@ def check_columns(
     needed = ds.columns_used() + list(extra)
     if kind == "sft" and not ds.messages_column and ds.target_column:
         needed.append(ds.target_column)
+    if kind == "dpo":
+        needed.extend(ds.pair_columns)
     for column in dict.fromkeys(needed):
         if column not in columns:
             raise ConfigError(
                 f"dataset column '{column}' is missing (the rows have: {columns}); point the "
                 f"spec at columns the data has (dataset.prompt_template, reference_column, "
-                f"response_column) or fix the data"
+                f"response_column, chosen_column, rejected_column) or fix the data"
             )
     return columns
 
@@ -216,13 +225,78 @@ def prepare(ds: DatasetSpec, kind: str) -> Prepared:
         kept = kept[: ds.n_rows]
     train, holdout = [], []
     for row in kept:
-        text = render_prompt(row, ds) if not ds.messages_column else ""
-        shaped = _shape(row, text, ds, kind)
+        if kind == "dpo":
+            shaped = _pair(row, ds)
+        else:
+            text = render_prompt(row, ds) if not ds.messages_column else ""
+            shaped = _shape(row, text, ds, kind)
         key = shaped["id"]
         (holdout if in_holdout(key, ds.holdout_share, ds.holdout_seed) else train).append(shaped)
     if not train:
         raise ConfigError("no training rows left after the holdout split; lower holdout_share")
     return Prepared(train, holdout, dropped, columns)
+
+
+def chat_prompt(row: dict[str, Any], ds: DatasetSpec) -> list[dict[str, Any]] | None:
+    """The prompt column's value when it is already a conversation (TRL's conversational
+    preference form), with no template of the user's own to render it; else None."""
+    if ds.prompt_template or ds.messages_column:
+        return None
+    value = loads_json(row.get(ds.prompt_column))
+    if isinstance(value, list):
+        return canonical_messages(value, f"column '{ds.prompt_column}'")
+    return None
+
+
+def _answer(row: dict[str, Any], column: str, where: str) -> list[dict[str, Any]]:
+    value = loads_json(row.get(column))
+    if isinstance(value, list):
+        messages = canonical_messages(value, f"{where}: column '{column}'")
+        if any(m["role"] != "assistant" for m in messages):
+            raise ConfigError(
+                f"{where}: column '{column}' holds a whole conversation; a preference row's "
+                f"answer is the assistant's turn only (the prompt goes in dataset.prompt_column). "
+                f"Rows with the prompt inside chosen and rejected (TRL's implicit-prompt form) "
+                f"are not supported: split the prompt out"
+            )
+        return messages
+    if value is None:
+        return [{"role": "assistant", "content": ""}]  # empty: `data check` flags it
+    return [{"role": "assistant", "content": value if isinstance(value, str) else str(value)}]
+
+
+def _pair(row: dict[str, Any], ds: DatasetSpec) -> dict[str, Any]:
+    """A preference row as TRL's DPOTrainer reads it: the prompt as messages (a conversation
+    the row carries, else the template rendered as the user's turn after the system prompt),
+    the chosen and the rejected answer as assistant turns; tools kept."""
+    chosen, rejected = ds.pair_columns
+    if ds.messages_column:
+        raise ConfigError(
+            "dataset.messages_column is for SFT chats; a DPO row has a prompt and two answers: "
+            "set dataset.prompt_column (text or messages), chosen_column and rejected_column"
+        )
+    conversation = chat_prompt(row, ds)
+    text = render_prompt(row, ds) if conversation is None else ""
+    prompt = conversation if conversation is not None else prompt_messages(text, ds)
+    if conversation is not None:
+        text = next((m["content"] for m in reversed(prompt) if m["role"] == "user"), "") or ""
+    key = text if conversation is None else json.dumps(prompt, default=str)
+    base = {k: v for k, v in row.items() if k not in ("prompt", "chosen", "rejected")}
+    base["id"] = row_id(row, key + json.dumps([row.get(chosen), row.get(rejected)], default=str))
+    where = f"row {base['id']!r}"
+    shaped = {
+        **base,
+        "prompt_text": text,
+        "prompt": prompt,
+        "chosen": _answer(row, chosen, where),
+        "rejected": _answer(row, rejected, where),
+    }
+    shaped["reference"] = as_text(shaped["chosen"][-1]["content"]) or ""
+    if ds.tools_column:
+        shaped["tools"] = canonical_tools(
+            row.get(ds.tools_column), f"{where}: column '{ds.tools_column}'"
+        )
+    return shaped
 
 
 def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[str, Any]:

@@ -178,6 +178,14 @@ class DatasetSpec(Strict):
         "is required. None: none.",
     )
     response_column: str | None = Field(None, description="SFT target; None: the reference column.")
+    chosen_column: str | None = Field(
+        None,
+        max_length=256,
+        description="DPO: the preferred answer (text or messages); None: 'chosen'.",
+    )
+    rejected_column: str | None = Field(
+        None, max_length=256, description="DPO: the answer not preferred; None: 'rejected'."
+    )
     messages_column: str | None = Field(
         None, description="Rows already in chat form (SFT); tools stay with them."
     )
@@ -241,6 +249,11 @@ class DatasetSpec(Strict):
     @property
     def target_column(self) -> str | None:
         return self.response_column or self.reference_column
+
+    @property
+    def pair_columns(self) -> tuple[str, str]:
+        """DPO: the columns of the preferred and the other answer."""
+        return self.chosen_column or "chosen", self.rejected_column or "rejected"
 
 
 class RewardSpec(Strict):
@@ -345,8 +358,28 @@ class WarmStartSpec(Strict):
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 32
 
 
+DPO_LOSSES = ("sigmoid", "ipo", "hinge", "robust", "sigmoid_norm", "apo_zero", "apo_down")
+KINDS = {
+    "grpo": "reinforcement learning from a reward (or an environment) on sampled answers",
+    "sft": "supervised fine-tuning on target answers or chats",
+    "dpo": "preference training on pairs of a chosen and a rejected answer",
+    "distill": "on-policy distillation: the student answers, a teacher's next-token "
+    "distribution is the target",
+}
+
+
+class DpoSpec(Strict):
+    """DPO's own settings (TRL's DPOConfig defaults); its lengths are the algorithm's
+    max_prompt_length + max_completion_length."""
+
+    beta: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.1, description="How far from the reference (the base, adapter off) the policy may go."
+    )
+    loss_type: Literal[DPO_LOSSES] = "sigmoid"  # type: ignore[valid-type]
+
+
 class AlgorithmSpec(Strict):
-    kind: Literal["grpo", "sft"] = "grpo"
+    kind: str = Field("grpo", description="; ".join(f"{k}: {why}" for k, why in KINDS.items()))
     lora: LoraSpec | None = Field(
         default_factory=LoraSpec, description="LoRA adapter; null: full fine-tune."
     )
@@ -375,6 +408,15 @@ class AlgorithmSpec(Strict):
         "prompts, one sample each with a fixed seed: a curve in get_run. 0: off.",
     )
     eval_tasks: Annotated[int, Field(ge=1, le=1024)] = 16
+    dpo: DpoSpec | None = Field(
+        None, description="DPO's beta and loss (filled with TRL's defaults for kind dpo)."
+    )
+    teacher: str | None = Field(
+        None,
+        max_length=1024,
+        description="Distillation: the teacher model (a preset, hub id or local folder) of "
+        "the student's tokenizer family.",
+    )
     sft_loss: Literal["assistant_turns", "last_turn", "all_tokens"] = Field(
         "assistant_turns",
         description="SFT (and the warm-start): which tokens carry the loss. assistant_turns: "
@@ -382,8 +424,29 @@ class AlgorithmSpec(Strict):
         "only; all_tokens: every token, prompts and tool replies too. `data check` marks them.",
     )
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in KINDS:
+            known = "; ".join(f"'{k}' ({why})" for k, why in KINDS.items())
+            close = difflib.get_close_matches(kind, list(KINDS), n=1, cutoff=0.5)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ValueError(f"kind '{kind}' does not exist; {hint}the kinds are: {known}")
+        return kind
+
     @model_validator(mode="after")
     def _consistent(self) -> AlgorithmSpec:
+        if self.dpo is not None and self.kind != "dpo":
+            raise ValueError(f"algorithm.dpo works with kind 'dpo' (this is '{self.kind}')")
+        if self.kind == "dpo" and self.dpo is None:
+            object.__setattr__(self, "dpo", DpoSpec())  # TRL's defaults, said by plan
+        if self.teacher is not None and self.kind != "distill":
+            raise ValueError(f"algorithm.teacher works with kind 'distill' (this is '{self.kind}')")
+        if self.kind == "distill" and not self.teacher:
+            raise ValueError(
+                "kind 'distill' needs algorithm.teacher: the model whose next-token "
+                "distribution the student learns (e.g. Qwen3-8B for a Qwen3-0.6B student)"
+            )
         if self.kind == "grpo" and self.batch_size % self.num_generations:
             suggestion = self.num_generations * max(1, self.batch_size // self.num_generations)
             raise ValueError(
@@ -391,8 +454,10 @@ class AlgorithmSpec(Strict):
                 f"({self.num_generations}): each prompt gets num_generations completions; e.g. "
                 f"batch_size {suggestion}"
             )
-        if self.kind == "sft" and self.warmstart:
-            raise ValueError("warmstart is an SFT pass before GRPO; an SFT run does not take one")
+        if self.kind != "grpo" and self.warmstart:
+            raise ValueError(
+                f"warmstart is an SFT pass before GRPO; a {self.kind.upper()} run does not take one"
+            )
         return self
 
 
@@ -531,7 +596,15 @@ class RunSpec(Strict):
         """A stable id: the hash of the canonical JSON of everything but the name."""
         # a field left unset (environment, eval) leaves the id of every spec written before
         # the field existed as it was
-        exclude = {"name"} | {f for f in ("environment", "eval") if getattr(self, f) is None}
+        exclude: dict[str, Any] = {"name": True}
+        exclude |= {f: True for f in ("environment", "eval") if getattr(self, f) is None}
+        for part, fields in (
+            ("algorithm", ("dpo", "teacher")),
+            ("dataset", ("chosen_column", "rejected_column")),
+        ):
+            unset = {f: True for f in fields if getattr(getattr(self, part), f) is None}
+            if unset:
+                exclude[part] = unset
         canonical = json.dumps(
             self.model_dump(mode="json", exclude=exclude), sort_keys=True, separators=(",", ":")
         )
