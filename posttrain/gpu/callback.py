@@ -13,7 +13,7 @@ from transformers import TrainerCallback
 
 from posttrain.gpu.reporter import Reporter, TracingReward
 
-# Trainer log keys -> our metric names (TRL GRPO and SFT).
+# Trainer log keys -> our metric names (TRL GRPO, SFT and DPO).
 METRIC_KEYS = {
     "reward": "reward",
     "reward_std": "reward_std",
@@ -25,6 +25,12 @@ METRIC_KEYS = {
     "completions/mean_length": "completion_length",
     "frac_reward_zero_std": "frac_zero_std",
     "mean_token_accuracy": "token_accuracy",
+    # DPO: the implicit reward's margin (chosen minus rejected), the share of pairs in the
+    # batch it ranks right, and the answers' summed log-likelihoods under the policy
+    "rewards/margins": "margin",
+    "rewards/accuracies": "preference_accuracy",
+    "logps/chosen": "logp_chosen",
+    "logps/rejected": "logp_rejected",
 }
 
 

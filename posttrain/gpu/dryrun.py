@@ -36,7 +36,7 @@ PROVES = [
     "your data file, columns, filters and holdout split load, and every prompt renders "
     "through the model's real chat template and fits max_prompt_length in real tokens",
     "your reward loads and scores real completions of the real tokenizer, without error",
-    "the algorithm (GRPO or SFT, LoRA as given, warm-start if any) runs its proof step and "
+    "the algorithm (GRPO, SFT or DPO, LoRA as given, warm-start if any) runs its proof step and "
     "the smoke steps on the family's architecture",
     "a checkpoint saves and a fresh trainer resumes from it",
     "evaluate's generation path samples held-out prompts from the base and the trained arm",
@@ -202,9 +202,17 @@ def train_with_resume(job: Any, dry: DryRun) -> Any:
             f"does not work for this spec"
         )
     lora = f"LoRA r{a.lora.r} on {a.lora.target_modules}" if a.lora else "full fine-tune"
+    scored = {
+        "grpo": "the reward scored every completion",
+        "dpo": "every pair trained on the tokens `data check` shows, its reference the base "
+        "with the adapter off"
+        if a.lora
+        else "every pair trained on the tokens `data check` "
+        "shows, against a reference copy of the base",
+    }.get(a.kind, "the loss fell where `data check` marks it")
     dry.saw(
         f"{a.kind.upper()} ({lora}) on the stand-in: the proof step and steps 2-{first} "
-        f"trained; the reward scored every completion; checkpoint-{first} saved"
+        f"trained; {scored}; checkpoint-{first} saved"
     )
     job.reporter.check_cancel()
     job.reporter.stage("resume_check")
@@ -215,6 +223,13 @@ def train_with_resume(job: Any, dry: DryRun) -> Any:
     )
     return trainer
 
+
+DPO_CANNOT = (
+    "that the pairs teach what you mean: a random-weight stand-in ranks chosen and rejected "
+    "answers by chance, so its margins and preference accuracy are noise; read the flags of "
+    "`data check` (length bias, contradicting pairs) and evaluate held-out preference "
+    "accuracy on the real model"
+)
 
 RANDOM_MODEL_TOOLS = (
     "multi-turn learning: a random-weight stand-in rarely writes a well-formed <tool_call>, so "

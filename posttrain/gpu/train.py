@@ -165,8 +165,8 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         )
     elif reward is None:
         reporter.log(
-            "no reward: SFT trains without one; traces are not scored, and the held-out "
-            "curve (eval_every) shows the references' likelihood (reference_nll)"
+            f"no reward: {a.kind.upper()} trains without one; traces are not scored, and the "
+            f"held-out curve (eval_every) shows the references' likelihood (reference_nll)"
         )
     reporter.check_cancel()
 
@@ -217,6 +217,10 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
 
         dry.saw(scripted_episode(spec, data.train, tokenizer, reward, reporter))
         dry.also_cannot.append(RANDOM_MODEL_TOOLS)
+    if dry and a.kind == "dpo":
+        from posttrain.gpu.dryrun import DPO_CANNOT
+
+        dry.also_cannot.append(DPO_CANNOT)
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
     job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward, data.holdout)

@@ -171,7 +171,7 @@ def sft_trainer(
         peft_config=lora_config(spec) if settings.lora else None,
         callbacks=[callback, *held_out(job, phase), *extra_callbacks],
     )
-    _silence_printer(trainer)
+    silence_printer(trainer)
     # traces show the trainer's own examples of their rows, decoded, loss spans marked
     traced[:], trained[:] = trained_texts(trainer, tokenizer, a.traces.samples)
     return trainer
@@ -335,7 +335,7 @@ def run_grpo(
         ],
         **env,
     )
-    _silence_printer(trainer)
+    silence_printer(trainer)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
@@ -350,7 +350,7 @@ def held_out(job: Job, phase: str) -> list[Any]:
     return [HeldOutEval(job, every)]
 
 
-def _silence_printer(trainer: Any) -> None:
+def silence_printer(trainer: Any) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)
@@ -363,11 +363,18 @@ def train_phase(
     extra_callbacks: tuple[Any, ...] = (),
     proof: bool = True,
 ) -> Any:
-    """The spec's training (GRPO or SFT), from `resume` when given; returns the trainer."""
+    """The spec's training (GRPO, SFT or DPO), from `resume` when given; returns the
+    trainer."""
     a = job.spec.algorithm
     more = {"resume": resume, "extra_callbacks": extra_callbacks, "proof": proof}
     if a.kind == "grpo":
         return run_grpo(job, **more)
+    if a.kind == "dpo":
+        from posttrain.gpu.dpo import run_dpo
+
+        return run_dpo(job, **more)
+    if a.kind != "sft":
+        raise ConfigError(f"algorithm.kind '{a.kind}' has no trainer here")
     settings = SftSettings(
         "train", a.steps, a.learning_rate, a.batch_size, a.lr_scheduler, a.lora is not None
     )

@@ -36,6 +36,7 @@ from posttrain.models.catalog import (
     gpu_perf,
     memory_estimate_gb,
     parse_gpu,
+    priced_as,
 )
 
 SOFTWARE = (
@@ -275,7 +276,8 @@ def cpu_step_s(
 ) -> float:
     """Seconds per step of a real model of n_params on this machine's CPU."""
     fit = cpu_fitted()
-    train = _train_flops(n_params, batch * (prompt_tokens + completion_tokens), kl)
+    kind, more = priced_as(kind)
+    train = more * _train_flops(n_params, batch * (prompt_tokens + completion_tokens), kl)
     seconds = train / fit.train_flops_per_s
     if kind == "grpo":
         generated = 2 * n_params * batch * completion_tokens

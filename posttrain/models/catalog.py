@@ -274,6 +274,23 @@ def packaged_weights(preset: Preset) -> Path | None:
     )
 
 
+# DPO: each pair is two sequences (chosen and rejected) through the policy in one batch, and
+# the reference's forward pass over both (the base with the adapter off, or a frozen copy): a
+# forward pass is ~1/3 of a forward and backward. Derived from the SFT measurement, not
+# measured for DPO (the plan's uncertainty says so).
+DPO_SEQUENCES = 2
+REFERENCE_FORWARD_SHARE = 1 / 3
+MEASURED_KINDS = ("grpo", "sft")
+
+
+def priced_as(kind: str) -> tuple[str, float]:
+    """The measured kind a kind's step is priced from, and how much more compute it does than
+    that kind's step at the same batch and lengths."""
+    if kind == "dpo":
+        return "sft", DPO_SEQUENCES * (1 + REFERENCE_FORWARD_SHARE)
+    return kind, 1.0
+
+
 def memory_estimate_gb(
     preset: Preset,
     lora: bool,
@@ -289,9 +306,11 @@ def memory_estimate_gb(
     two moments and bf16 gradients (14 bytes a parameter); LoRA trains ~1% of that. With
     checkpointing, each layer keeps its input (2 bytes x batch x sequence x hidden) and one
     layer at a time is recomputed whole (~34 bytes x batch x sequence x hidden, no attention
-    matrix with SDPA). GRPO's generation holds a KV cache. TRL computes log-probabilities in
-    chunks, so the logits are not counted. On top: torch's caching allocator, a factor
-    fitted to the measured SFT peak (posttrain/models/calibration.py; `calibration.fits` passes it).
+    matrix with SDPA). GRPO's generation holds a KV cache; DPO's batch holds both answers of
+    each pair, and a full fine-tune's reference is a second copy of the weights. TRL computes
+    log-probabilities in chunks, so the logits are not counted. On top: torch's caching
+    allocator, a factor fitted to the measured SFT peak (posttrain/models/calibration.py;
+    `calibration.fits` passes it).
     """
     sequence = prompt_tokens + completion_tokens
     tokens = batch * sequence
@@ -301,6 +320,9 @@ def memory_estimate_gb(
     activations = 2 * tokens * h * layers + 34 * tokens * h
     kv = 2 * layers * preset.num_key_value_heads * preset.head_dim * tokens * 2
     kv = kv if kind == "grpo" else 0
+    if kind == "dpo":  # both answers in one batch; a full fine-tune's reference is a copy
+        activations *= DPO_SEQUENCES
+        weights += 0 if lora else 2 * preset.n_params
     return allocator_factor * (weights + training + activations + kv) / 1e9
 
 

@@ -56,6 +56,11 @@ class DatasetReport(BaseModel):
     problems: list[str] = Field(default_factory=list)
     holdout_overlap: int = Field(0, description="Held-out prompts that also appear in training.")
     overlap_examples: list[str] = Field(default_factory=list)
+    pairs: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="DPO: the sampled pairs as the trainer reads them (prompt once, chosen, "
+        "rejected, decoded from their token ids, with token counts).",
+    )
 
 
 def percentiles(values: list[int]) -> Percentiles:
@@ -113,6 +118,8 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
     check_columns(ds, raw, a.kind)
     data = prepare(ds, a.kind)
     tokenizer, tokenizer_name = load_tokenizer_for(spec)
+    if a.kind == "dpo":
+        return _preference_report(spec, raw, data, tokenizer, tokenizer_name, samples)
     kwargs = spec.model.template_kwargs()
     rows = data.train + data.holdout
     sft = None
@@ -202,6 +209,43 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
         problems=problems,
         holdout_overlap=len(overlap),
         overlap_examples=[r["prompt_text"][:120] for r in overlap[:3]],
+    )
+
+
+def _preference_report(
+    spec: RunSpec,
+    raw: list[dict[str, Any]],
+    data: Any,
+    tokenizer: Any,
+    tokenizer_name: str,
+    samples: int,
+) -> DatasetReport:
+    from posttrain.tools.pair_check import check_pairs, shown
+
+    ds = spec.dataset
+    pairs, problems, tokens = check_pairs(spec, data, tokenizer, samples)
+    train_prompts = {_norm(r["prompt_text"]) for r in data.train}
+    overlap = [r for r in data.holdout if _norm(r["prompt_text"]) in train_prompts]
+    longer = [p + max(c, r) for p, c, r in zip(*tokens.values(), strict=True)]
+    return DatasetReport(
+        source=ds.path or ds.hf_repo or f"builtin:{ds.builtin}",
+        rows_total=len(raw),
+        rows_after_filters=len(raw) - data.dropped_by_filters,
+        train_rows=len(data.train),
+        holdout_rows=len(data.holdout),
+        columns=sorted(raw[0]) if raw else [],
+        samples=[shown(p) for p in pairs],
+        sample_ids=[p.id for p in pairs],
+        loss="DPO: the loss compares the chosen and the rejected answer's log-likelihood "
+        "(the prompt carries none); reference: the base model, its adapter off",
+        tokenizer=tokenizer_name,
+        prompt_tokens=percentiles(tokens["prompt"]),
+        sequence_tokens=percentiles(longer) if longer else None,
+        reference_tokens=percentiles(tokens["chosen"]) if tokens["chosen"] else None,
+        problems=problems[:MAX_PROBLEMS],
+        holdout_overlap=len(overlap),
+        overlap_examples=[r["prompt_text"][:120] for r in overlap[:3]],
+        pairs=[p.model_dump() for p in pairs],
     )
 
 

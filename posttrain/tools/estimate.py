@@ -27,15 +27,27 @@ from posttrain.models.calibration import (
     fitted,
     training_s,
 )
-from posttrain.models.catalog import GPU_PERF, get_preset, parse_gpu, shape_of
+from posttrain.models.catalog import (
+    GPU_PERF,
+    MEASURED_KINDS,
+    get_preset,
+    parse_gpu,
+    priced_as,
+    shape_of,
+)
 from posttrain.spec.schema import RunSpec
 
 STARTUP_S = 180.0  # Modal container start, image pull and weights download, measured coarsely
 PROMPT_TOKENS_GUESS = 128  # prompts are usually far shorter than max_prompt_length
 MAX_UNCERTAINTY = 4.0
 # Local steps, measured on 2 CPU cores (bench/smoke.py): the tiny demo model and the stand-in.
-# Real weights on this CPU are priced by their shape (calibration.cpu_step_s).
-LOCAL_STEP_S = {"tiny": {"grpo": 0.4, "sft": 0.1}, "stand_in": {"grpo": 3.6, "sft": 2.5}}
+# Real weights on this CPU are priced by their shape (calibration.cpu_step_s). DPO is not
+# measured by bench/smoke.py: a dry run of 22 short pairs (~45 tokens, batch 2) took 0.5-1.7 s
+# a step on the stand-in (2026-12-06); SFT's step for two sequences a row bounds it above.
+LOCAL_STEP_S = {
+    "tiny": {"grpo": 0.4, "sft": 0.1, "dpo": 0.2},
+    "stand_in": {"grpo": 3.6, "sft": 2.5, "dpo": 3.0},
+}
 LOCAL_STARTUP_S = {"tiny": 15.0, "stand_in": 25.0, "real": 30.0}
 UNKNOWN_LOCAL_STEP_S = 30.0
 UNKNOWN_SHAPE_STEP_S = 30.0
@@ -63,7 +75,8 @@ def model_step_s(spec: RunSpec, gpu: str) -> float:
     fit = fitted()
     a = spec.algorithm
     name = spec.model.name
-    train = training_s(
+    _, more = priced_as(a.kind)
+    train = more * training_s(
         name, gpu, tokens_per_step(spec), a.kind == "grpo" and a.beta > 0, fit.training_mfu
     )
     if a.kind != "grpo":
@@ -75,7 +88,8 @@ def model_step_s(spec: RunSpec, gpu: str) -> float:
 
 def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
     """How far the model may be off for this shape, and why."""
-    anchor = next(m for m in MEASUREMENTS if m.what == spec.algorithm.kind)
+    kind, more = priced_as(spec.algorithm.kind)
+    anchor = next(m for m in MEASUREMENTS if m.what == kind)
     preset, anchored = get_preset(spec.model.name), get_preset(anchor.model)
     assert preset is not None and anchored is not None
     params = abs(math.log2(preset.n_params / anchored.n_params))
@@ -87,7 +101,10 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
     )
     measured_gpus = {m.gpu for m in MEASUREMENTS}
     factor = 1.15 + 0.35 * params + 0.15 * tokens + (0.3 if gpu not in measured_gpus else 0.0)
+    factor += 0.3 if spec.algorithm.kind not in MEASURED_KINDS else 0.0
     why = [f"x{factor:.2f}: the nearest measurement is {anchor.what.upper()} {anchor.model}"]
+    if spec.algorithm.kind not in MEASURED_KINDS:
+        why.append(unmeasured(spec.algorithm.kind, kind, more))
     if params >= 0.5:
         why.append(_times(preset.n_params / anchored.n_params, "its parameters"))
     if tokens >= 0.5:
@@ -101,6 +118,13 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
             + ("" if known else f" (none known for {gpu}: the H100's figures are used)")
         )
     return min(factor, MAX_UNCERTAINTY), ", ".join(why)
+
+
+def unmeasured(kind: str, anchor: str, more: float) -> str:
+    return (
+        f"{kind.upper()} is priced as {more:.2f}x a {anchor.upper()} step of the same batch "
+        f"(posttrain.models.catalog.priced_as), not measured itself"
+    )
 
 
 def _times(ratio: float, what: str) -> str:
@@ -191,7 +215,8 @@ def _cpu_estimate(spec: RunSpec) -> StepEstimate:
     shape = shape_of(spec.model.name)
     assert shape is not None
     a, warm = spec.algorithm, spec.algorithm.warmstart
-    anchor = next(m for m in cpu_fitted().anchors if m.what == a.kind)
+    kind, more = priced_as(a.kind)
+    anchor = next(m for m in cpu_fitted().anchors if m.what == kind)
     anchored = get_preset(anchor.model)
     assert anchored is not None
     params = abs(math.log2(shape.n_params / anchored.n_params))
@@ -200,6 +225,9 @@ def _cpu_estimate(spec: RunSpec) -> StepEstimate:
     why = f"x{factor:.2f}: the nearest measurement is {anchor.what.upper()} {anchor.model}"
     if params >= 0.5:
         why += ", " + _times(shape.n_params / anchored.n_params, "its parameters")
+    if a.kind not in MEASURED_KINDS:
+        factor = min(MAX_UNCERTAINTY, factor + 0.3)
+        why += ", " + unmeasured(a.kind, kind, more)
     return StepEstimate(
         step_s=_cpu_step(spec, a.kind, a.batch_size),
         factor=factor,
