@@ -189,7 +189,7 @@ def evaluation_pass(
 def train_with_resume(job: Any, dry: DryRun) -> Any:
     """Train to the last step but one, stop with a checkpoint as an interrupted run would,
     then resume from it in a fresh trainer for the last step."""
-    from posttrain.gpu.trainers import train_phase
+    from posttrain.gpu.phases import train_phase
 
     a = job.spec.algorithm
     first = a.steps - RESUME_STEPS

@@ -24,6 +24,7 @@ from typing import Any
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import Prepared, prepare
 from posttrain.gpu.models import Device, base_model
+from posttrain.gpu.phases import train_phase
 from posttrain.gpu.ranks import SilentReporter, leave, rank
 from posttrain.gpu.reporter import (
     Cancelled,
@@ -31,7 +32,7 @@ from posttrain.gpu.reporter import (
     quiet_libraries,
     spread,
 )
-from posttrain.gpu.trainers import Job, train_phase, warmstart
+from posttrain.gpu.trainers import Job, warmstart
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.probes import Distribution

@@ -1,6 +1,7 @@
 """The TRL trainers posttrain runs: GRPO and SFT with peft LoRA, reporting to the run directory.
 
-`train_phase` runs the spec's algorithm; `warmstart` is the SFT pass before GRPO. Both build
+`run_grpo` and `run_sft` train (posttrain.gpu.phases picks by the spec's kind); `warmstart` is
+the SFT pass before GRPO. All build
 TRL's own trainers with the spec's settings, the device's precision, and posttrain's
 callbacks (metrics, proof step, traces, cancellation).
 """
@@ -355,30 +356,6 @@ def silence_printer(trainer: Any) -> None:
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-
-
-def train_phase(
-    job: Job,
-    resume: str | None = None,
-    extra_callbacks: tuple[Any, ...] = (),
-    proof: bool = True,
-) -> Any:
-    """The spec's training (GRPO, SFT or DPO), from `resume` when given; returns the
-    trainer."""
-    a = job.spec.algorithm
-    more = {"resume": resume, "extra_callbacks": extra_callbacks, "proof": proof}
-    if a.kind == "grpo":
-        return run_grpo(job, **more)
-    if a.kind == "dpo":
-        from posttrain.gpu.dpo import run_dpo
-
-        return run_dpo(job, **more)
-    if a.kind != "sft":
-        raise ConfigError(f"algorithm.kind '{a.kind}' has no trainer here")
-    settings = SftSettings(
-        "train", a.steps, a.learning_rate, a.batch_size, a.lr_scheduler, a.lora is not None
-    )
-    return run_sft(job, settings, **more)
 
 
 def warmstart(job: Job, run_dir: Path) -> str:
