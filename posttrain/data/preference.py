@@ -133,7 +133,8 @@ def _contradictions(rows: list[dict[str, Any]], texts: list[tuple[str, str]]) ->
     if not clashing:
         return []
     return [
-        f"{len(clashing)} prompts appear in several pairs with contradicting preferences (an "
+        f"{len(clashing)} {'prompt appears' if len(clashing) == 1 else 'prompts appear'} in "
+        f"several pairs with contradicting preferences (an "
         f"answer chosen in one pair is rejected in another, e.g. {_example(clashing[0])}); DPO "
         f"is pulled both ways: keep one judgement per pair of answers"
     ]
