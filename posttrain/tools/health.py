@@ -131,6 +131,33 @@ def heldout_stalls(
     return None
 
 
+CHOSEN_FALL_NATS = 1.0  # a fall of the chosen answers' summed log-likelihood worth a warning
+
+
+def chosen_likelihood_falls(metrics: list[dict[str, Any]]) -> str | None:
+    """DPO's known failure: the margin grows because both answers get less likely, the
+    rejected faster; the chosen answers, what the raters preferred, lose probability too."""
+    steps = [m for m in metrics if isinstance(m.get("logp_chosen"), int | float)]
+    if len(steps) < 2 * WINDOW:
+        return None
+    first, last = steps[:WINDOW], steps[-WINDOW:]
+    chosen = _mean([m["logp_chosen"] for m in first]), _mean([m["logp_chosen"] for m in last])
+    margin = _mean([m.get("margin") for m in first]), _mean([m.get("margin") for m in last])
+    if None in chosen or None in margin:
+        return None
+    fell = chosen[0] - chosen[1]  # type: ignore[operator]
+    if fell >= CHOSEN_FALL_NATS and margin[1] > margin[0]:  # type: ignore[operator]
+        return (
+            f"the chosen answers got less likely while the margin grew: log-likelihood "
+            f"{chosen[0]:.1f} -> {chosen[1]:.1f}, margin {margin[0]:.2f} -> {margin[1]:.2f} "
+            f"(steps {steps[0]['step']}-{steps[-1]['step']}); DPO is pushing both answers "
+            f"down, the rejected faster, and the model drifts from what was preferred. Lower "
+            f"algorithm.learning_rate, raise algorithm.dpo.beta, or use loss_type 'apo_zero' "
+            f"(it raises the chosen likelihood), and read the traces"
+        )
+    return None
+
+
 def warnings(
     metrics: list[dict[str, Any]],
     latest_completions: list[str],
@@ -145,6 +172,7 @@ def warnings(
         zero_variance(metrics),
         repeated_end_words(latest_completions),
         heldout_stalls(metrics, heldout or [], reward_span),
+        chosen_likelihood_falls(metrics),
     ]
     return [w for w in found if w]
 
