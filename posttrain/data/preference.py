@@ -21,6 +21,7 @@ from posttrain.data.toolcalls import as_text
 
 NEAR_IDENTICAL = 0.97  # difflib ratio of two answers above which they differ by a few chars
 LENGTH_BIAS_SHARE = 0.7  # one side longer in this share of the pairs is a bias DPO learns
+LENGTH_BIAS_GAP = 0.1  # ...and longer on average by this share of the answers' length
 MIN_PAIRS_FOR_BIAS = 8
 EXAMPLE_CHARS = 80
 
@@ -152,6 +153,8 @@ def _length_bias(
     mean_c = sum(c for c, _ in sizes) / len(sizes)
     mean_r = sum(r for _, r in sizes) / len(sizes)
     said = f"(mean {mean_c:.0f} {unit} chosen, {mean_r:.0f} rejected)"
+    if abs(mean_c - mean_r) < LENGTH_BIAS_GAP * max(mean_c, mean_r):
+        return []  # one side longer by a token or two: not what the pairs teach
     if longer >= LENGTH_BIAS_SHARE:
         return [
             f"length bias: the chosen answer is the longer one in {longer:.0%} of the pairs "

@@ -229,6 +229,7 @@ def evaluate_runs(
         "tools": [t.get("tools") for t in tasks],  # the schemas each prompt trained with
         "references": None if episodic else [t.get("reference") for t in tasks],
         "rows": tasks if episodic else None,  # reset(**row) of each held-out episode
+        "pairs": _pairs(tasks) if spec.algorithm.kind == "dpo" else None,
         "k": k,
         "trained_seed": seeds["trained"],
         "max_new_tokens": spec.algorithm.max_completion_length,
@@ -306,7 +307,12 @@ def evaluate_runs(
         if second is not None and (judge_result := _judge_result(result, passes, warnings)):
             unoptimised.insert(0, judge_result)
     nll = _nll_metric(outs, seed)
-    if reward is None and not episodic:
+    preference = _preference_metrics(outs, seed)
+    if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
+        accuracy, margin = preference
+        metrics = [accuracy]
+        unoptimised = [margin, *([nll] if nll is not None else []), *unoptimised]
+    elif reward is None and not episodic:
         if nll is None:
             raise ConfigError(
                 "the spec names no reward and the references' likelihood could not be measured "
@@ -527,6 +533,49 @@ def score_passes(
         spec.reward.name, dict(spec.reward.params or {}), [(p, rows) for p in passes]
     )
     return [Scores(rewards=a["rewards"], components=a["components"]) for a in answers]
+
+
+def _pairs(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The held-out preference pairs, as the trainer rendered them (prompt, chosen, rejected
+    as messages, tools where the row has them)."""
+    missing = [t.get("id") for t in tasks if not t.get("chosen") or not t.get("rejected")]
+    if missing:
+        raise ConfigError(
+            f"{len(missing)} held-out rows of this DPO run have no chosen and rejected answers "
+            f"(e.g. {missing[:3]}): its holdout was written before DPO was built; launch it again"
+        )
+    return [{k: t[k] for k in ("prompt", "chosen", "rejected", "tools") if k in t} for t in tasks]
+
+
+def _preference_metrics(
+    outs: list[dict[str, Any]], seed: int
+) -> tuple[MetricResult, MetricResult] | None:
+    """Held-out preference accuracy (the share of pairs whose chosen answer the model finds
+    likelier than the rejected one, summed over tokens as DPO compares them) and the mean
+    margin, base against trained, paired by pair. Deterministic, like reference_nll: the base
+    passes agree and the noise floor is 0, and the seeds' spread is the uncertainty."""
+    if any(o.get("margins") is None for o in outs):
+        return None
+    base0 = outs[0]["margins"]["base"]
+
+    def of(values: list[float], accuracy: bool) -> list[list[float]]:
+        return [[float(v > 0) if accuracy else float(v)] for v in values]
+
+    def metric(name: str, accuracy: bool, optimised: bool) -> MetricResult:
+        bases = [of(o["margins"]["base"] or base0, accuracy) for o in outs]
+        return metric_result(
+            name,
+            [bases[0], bases[0]],
+            bases,
+            [of(o["margins"]["trained"], accuracy) for o in outs],
+            seed=seed,
+            optimised=optimised,
+        )
+
+    return (
+        metric("preference_accuracy", True, True),
+        metric("preference_margin", False, False),
+    )
 
 
 def _nll_metric(outs: list[dict[str, Any]], seed: int) -> MetricResult | None:

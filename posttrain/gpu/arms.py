@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.gpu.generate import reference_nll, sample
+from posttrain.gpu.generate import preference_margins, reference_nll, sample
 
 
 def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
@@ -47,8 +47,10 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
 
     job: prompts (chat messages), tools (each prompt's tool schemas, or None), k (samples per
     prompt), base_seeds, trained_seed, max_new_tokens, temperature, template_kwargs, and
-    references (optional: their NLL under each arm). Returns {"base": [pass][prompt][k],
-    "trained": [prompt][k], "nll": {"base": [prompt], "trained": [prompt]} or None}. The base
+    references (optional: their NLL under each arm), pairs (optional, DPO: each held-out
+    preference pair, its margin under each arm). Returns {"base": [pass][prompt][k],
+    "trained": [prompt][k], "nll": {"base": [prompt], "trained": [prompt]} or None,
+    "margins": the same shape or None}. The base
     passes run before the adapter is attached, so they can never see it (peft wraps the model
     in place).
     """
@@ -88,8 +90,14 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
             tools=job.get("tools"),
         )
 
+    def margins(m: Any) -> list[float] | None:
+        if not job.get("pairs"):
+            return None
+        return preference_margins(m, tokenizer, job["pairs"], settings["template_kwargs"])
+
     base = [one_pass(model, seed) for seed in job["base_seeds"]]
     base_nll = nll(model)
+    base_margins = margins(model)
     if is_adapter:
         from peft import PeftModel
 
@@ -107,6 +115,11 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         "base": base,
         "trained": trained,
         "nll": {"base": base_nll, "trained": nll(trained_model)} if base_nll is not None else None,
+        "margins": (
+            {"base": base_margins, "trained": margins(trained_model)}
+            if base_margins is not None
+            else None
+        ),
     }
 
 

@@ -71,7 +71,6 @@ def reference_nll(
     """The mean per-token negative log-likelihood of each reference answer, as the model's
     reply to its prompt (the chat template's generation prompt, then the answer and the end
     of the turn); None where a task has no reference."""
-    import torch
 
     rows = []
     for prompt, reference, row_tools in zip(
@@ -90,6 +89,20 @@ def reference_nll(
         head = tokenizer(text, add_special_tokens=False)["input_ids"]
         answer = tokenizer(str(reference) + tokenizer.eos_token, add_special_tokens=False)
         rows.append((head, answer["input_ids"]))
+    sums = answer_nll_sums(model, tokenizer.pad_token_id, rows, batch)
+    return [
+        None if r is None else total / max(1, len(r[1]))
+        for r, total in zip(rows, sums, strict=True)
+    ]
+
+
+def answer_nll_sums(
+    model: Any, pad_token_id: int, rows: list[tuple[list[int], list[int]] | None], batch: int = 8
+) -> list[float | None]:
+    """The summed negative log-likelihood of each (head, answer) token pair's answer after its
+    head, in batches, padded on the right; None where a row is None."""
+    import torch
+
     out: list[float | None] = [None] * len(rows)
     todo = [i for i, r in enumerate(rows) if r is not None]
     was_training = model.training
@@ -99,8 +112,7 @@ def reference_nll(
             chunk = todo[start : start + batch]
             seqs = [rows[i][0] + rows[i][1] for i in chunk]  # type: ignore[index]
             width = max(map(len, seqs))
-            pad = tokenizer.pad_token_id
-            ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
+            ids = torch.tensor([s + [pad_token_id] * (width - len(s)) for s in seqs])
             mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
             labels = torch.full_like(ids, -100)
             for j, i in enumerate(chunk):
@@ -119,9 +131,29 @@ def reference_nll(
                 ignore_index=-100,
                 reduction="none",
             ).view(targets.shape)
-            counted = (targets != -100).sum(dim=1).clamp(min=1)
             for j, i in enumerate(chunk):
-                out[i] = float(nll[j].sum() / counted[j])
+                out[i] = float(nll[j].sum())
     finally:
         model.train(was_training)
     return out
+
+
+def preference_margins(
+    model: Any,
+    tokenizer: Any,
+    pairs: list[dict[str, Any]],
+    template_kwargs: dict[str, Any] | None = None,
+    batch: int = 8,
+) -> list[float]:
+    """Each preference pair's log-likelihood margin under the model: the chosen answer's summed
+    log-likelihood minus the rejected one's, both after the prompt, rendered as DPO trains on
+    them (posttrain.gpu.pair_text). Positive: the model prefers the chosen answer."""
+    from posttrain.gpu.pair_text import PairRenderer
+
+    render = PairRenderer(tokenizer, template_kwargs or {})
+    encoded = [render.encode(p) for p in pairs]
+    rows: list[tuple[list[int], list[int]] | None] = []
+    for e in encoded:
+        rows += [(e.prompt_ids, e.chosen_ids), (e.prompt_ids, e.rejected_ids)]
+    sums = answer_nll_sums(model, tokenizer.pad_token_id, rows, batch)
+    return [float(sums[2 * i + 1]) - float(sums[2 * i]) for i in range(len(encoded))]  # type: ignore[arg-type]

@@ -63,7 +63,7 @@ log = logging.getLogger("posttrain.server")
 
 T = TypeVar("T")
 
-INSTRUCTIONS = """posttrain post-trains Qwen models (GRPO or SFT, LoRA) for you, carefully.
+INSTRUCTIONS = """posttrain post-trains Qwen models (SFT, DPO or GRPO, LoRA) for you, carefully.
 Lifecycle: plan -> check_dataset -> check_reward -> smoke_run (free, local) -> read get_run and
 sample_traces -> launch (costs money: your human approves it) -> poll get_run, tail_logs,
 sample_traces -> evaluate (a job: poll get_job). A status request never authorises a

@@ -411,6 +411,14 @@ def plan(
             f"assistant turns a rollout and waits on your tools, which the estimate (one turn) "
             f"does not price; a dry run (`smoke_run`) measures it. Run check_environment first"
         )
+    elif a.kind == "dpo":
+        warnings.append(
+            "DPO trains on the pairs, with no reward; evaluate compares the trained and base "
+            "models by held-out preference accuracy (the share of held-out pairs whose chosen "
+            "answer each finds likelier), beside the chosen answers' likelihood "
+            "(reference_nll: a rise is DPO's known failure). Run `posttrain data check` first: "
+            "it flags identical, contradicting and cut-off pairs and a length bias"
+        )
     elif spec.reward is None:
         warnings.append(
             "no reward: SFT trains without one, and evaluate compares the trained and base "

@@ -349,3 +349,43 @@ def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home,
     assert retried and retried[0] in (3, 5) and retried[-1] == 6  # after a checkpoint, never 1
     assert any("resuming from" in e.get("message", "") for e in events[retry_start:])
     assert [e["status"] for e in events if e["type"] == "result"] == ["succeeded"]
+
+
+def test_a_dpo_run_on_modal_trains_its_pairs_and_reports_the_margin(volume, home, tmp_path):
+    """DPO through the Modal function body, on pairs of the gym's words: a rhyming verse
+    chosen over one that does not rhyme."""
+    import random
+
+    ctx, _ = modal_ctx(volume)
+    rng = random.Random(0)
+    pairs = []
+    for i, row in enumerate(gym.rows(24)):
+        topics = gym.pick_topics(rng)
+        pairs.append(
+            {
+                "id": f"pair{i}",
+                "ask": row["prompt"],
+                "rhymes": gym.verse(topics, rng, rhyming=True),
+                "does_not": gym.verse(topics, rng, rhyming=False),
+            }
+        )
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    spec = {
+        **MODAL,
+        "reward": None,
+        "dataset": {
+            "path": str(data),
+            "prompt_column": "ask",
+            "chosen_column": "rhymes",
+            "rejected_column": "does_not",
+        },
+        "algorithm": {**TINY["algorithm"], "kind": "dpo", "batch_size": 4},
+    }
+    started = launch(spec, ctx=ctx)
+    detail = wait_finished(started.run_id, 180, ctx)
+    assert detail.status == "succeeded", detail.cause
+    metrics = get_run(started.run_id, True, ctx).metrics
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    assert all({"margin", "preference_accuracy", "logp_chosen"} <= set(m) for m in metrics)
+    assert (volume / started.run_id / "final" / "model.safetensors").is_file()
