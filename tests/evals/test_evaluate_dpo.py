@@ -1,0 +1,106 @@
+"""evaluate of a DPO run: held-out preference accuracy, base against trained, on a real tiny
+run; the trained arm's accuracy checked against plain transformers on the run's weights."""
+
+import json
+import random
+
+import pytest
+
+from posttrain.data import gym
+from posttrain.tools.evaluate import evaluate
+from posttrain.tools.launch import launch
+from tests.conftest import kill_leftover_runs, wait_finished
+
+pytestmark = pytest.mark.slow
+
+
+def pairs(n: int) -> list[dict]:
+    rng = random.Random(1)
+    out = []
+    for i, row in enumerate(gym.rows(n)):
+        topics = gym.pick_topics(rng)
+        out.append(
+            {"id": f"pair{i}", "ask": row["prompt"],
+             "rhymes": gym.verse(topics, rng, rhyming=True),
+             "does_not": gym.verse(topics, rng, rhyming=False)}
+        )  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def dpo_run(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("home")
+        mp.setenv("POSTTRAIN_HOME", str(home))
+        data = home / "pairs.jsonl"
+        data.write_text("".join(json.dumps(p) + "\n" for p in pairs(90)))
+        spec = {
+            "dataset": {
+                "path": str(data),
+                "prompt_column": "ask",
+                "chosen_column": "rhymes",
+                "rejected_column": "does_not",
+                "system_prompt": "answer in rhyme",
+                "holdout_share": 0.3,
+            },
+            "algorithm": {
+                "kind": "dpo",
+                "lora": None,
+                "steps": 8,
+                "batch_size": 8,
+                "learning_rate": 5e-4,
+                "max_completion_length": 24,
+                "save_every": 0,
+            },
+        }
+        run_id = launch(spec).run_id
+        detail = wait_finished(run_id, 300)
+        assert detail.status == "succeeded", detail.cause
+        yield home, run_id
+        kill_leftover_runs(home)
+
+
+def logp(model, tokenizer, prompt: list[dict], answer: str) -> float:
+    """The answer's summed log-likelihood after the prompt, by plain transformers."""
+    import torch
+
+    def ids(messages, **kw):
+        return tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **kw)[
+            "input_ids"
+        ]
+
+    head = ids(prompt, add_generation_prompt=True)
+    full = ids([*prompt, {"role": "assistant", "content": answer}])
+    start = next((i for i, (a, b) in enumerate(zip(head, full, strict=False)) if a != b), len(head))
+    with torch.inference_mode():
+        scores = model(torch.tensor([full])).logits[0].float().log_softmax(-1)
+    return float(sum(scores[i - 1, full[i]] for i in range(start, len(full))))
+
+
+def test_evaluate_reports_held_out_preference_accuracy_as_the_models_own_likelihoods_say(
+    dpo_run, monkeypatch
+):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    home, run_id = dpo_run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    outcome = evaluate(run_id, k=1, base_passes=2)
+    result = outcome.result
+    assert outcome.status == "done", outcome
+    accuracy = result.metrics[0]
+    assert accuracy.name == "preference_accuracy" and accuracy.optimised
+    assert [m.name for m in result.unoptimised][:2] == ["preference_margin", "reference_nll"]
+    assert accuracy.noise_floor == 0.0  # likelihoods are deterministic: the passes agree
+
+    run_dir = home / "runs" / run_id
+    final = run_dir / "final"
+    model = AutoModelForCausalLM.from_pretrained(final).eval()
+    tokenizer = AutoTokenizer.from_pretrained(final)
+    held = [json.loads(line) for line in (run_dir / "holdout.jsonl").read_text().splitlines()]
+    assert len(held) == result.tasks_used
+    prefers = [
+        logp(model, tokenizer, r["prompt"], r["chosen"][0]["content"])
+        > logp(model, tokenizer, r["prompt"], r["rejected"][0]["content"])
+        for r in held
+    ]
+    assert accuracy.trained_mean == pytest.approx(sum(prefers) / len(prefers))
