@@ -7,6 +7,7 @@ import csv
 import hashlib
 import itertools
 import json
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -186,8 +187,10 @@ def check_columns(
     needed = ds.columns_used() + list(extra)
     if kind == "sft" and not ds.messages_column and ds.target_column:
         needed.append(ds.target_column)
-    if kind == "dpo":
-        needed.extend(ds.pair_columns)
+    if kind == "dpo":  # the answers first: without them, nothing says where the prompt is
+        if rows and implicit_prompt(rows[0], ds):  # the prompt opens both conversations
+            needed = [c for c in needed if c != ds.prompt_column]
+        needed = [*ds.pair_columns, *needed]
     for column in dict.fromkeys(needed):
         if column not in columns:
             raise ConfigError(
@@ -248,16 +251,22 @@ def chat_prompt(row: dict[str, Any], ds: DatasetSpec) -> list[dict[str, Any]] | 
     return None
 
 
-def _answer(row: dict[str, Any], column: str, where: str) -> list[dict[str, Any]]:
-    value = loads_json(row.get(column))
+def _as_messages(value: Any) -> Any:
+    """An answer given as one message ({'role', 'content'}) as a list of one."""
+    value = loads_json(value)
+    return [value] if isinstance(value, dict) and "role" in value else value
+
+
+def _answer(value: Any, column: str, where: str) -> list[dict[str, Any]]:
+    value = _as_messages(value)
     if isinstance(value, list):
         messages = canonical_messages(value, f"{where}: column '{column}'")
-        if any(m["role"] != "assistant" for m in messages):
+        if not messages or any(m["role"] != "assistant" for m in messages):
             raise ConfigError(
-                f"{where}: column '{column}' holds a whole conversation; a preference row's "
-                f"answer is the assistant's turn only (the prompt goes in dataset.prompt_column). "
-                f"Rows with the prompt inside chosen and rejected (TRL's implicit-prompt form) "
-                f"are not supported: split the prompt out"
+                f"{where}: column '{column}' must hold the assistant's answer (text, or "
+                f"assistant messages); it holds {[m['role'] for m in messages]}. The prompt goes "
+                f"in dataset.prompt_column, or, with no prompt column, at the start of both "
+                f"conversations (TRL's implicit-prompt form)"
             )
         return messages
     if value is None:
@@ -265,17 +274,56 @@ def _answer(row: dict[str, Any], column: str, where: str) -> list[dict[str, Any]
     return [{"role": "assistant", "content": value if isinstance(value, str) else str(value)}]
 
 
+def implicit_prompt(row: dict[str, Any], ds: DatasetSpec) -> bool:
+    """TRL's implicit-prompt form: no prompt column (and no template of the user's own), the
+    chosen and the rejected conversation each starting with the prompt's turns."""
+    if ds.prompt_template or row.get(ds.prompt_column) is not None:
+        return False
+    values = [_as_messages(row.get(c)) for c in ds.pair_columns]
+    return all(
+        isinstance(v, list) and any(isinstance(m, dict) and m.get("role") != "assistant" for m in v)
+        for v in values
+    )
+
+
+def _split_implicit(row: dict[str, Any], ds: DatasetSpec, where: str) -> tuple[list, Any, Any]:
+    """The prompt as the conversations' common start, and each answer after it (as TRL's
+    extract_prompt splits them)."""
+    chosen, rejected = ds.pair_columns
+    a = canonical_messages(_as_messages(row[chosen]), f"{where}: column '{chosen}'")
+    b = canonical_messages(_as_messages(row[rejected]), f"{where}: column '{rejected}'")
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    while n and a[n - 1]["role"] == "assistant":  # the answers start with the assistant
+        n -= 1
+    if not n:
+        raise ConfigError(
+            f"{where}: columns '{chosen}' and '{rejected}' share no opening turns, and the rows "
+            f"have no '{ds.prompt_column}' column: give the prompt a column "
+            f"(dataset.prompt_column), or start both conversations with it"
+        )
+    return a[:n], a[n:], b[n:]
+
+
 def _pair(row: dict[str, Any], ds: DatasetSpec) -> dict[str, Any]:
     """A preference row as TRL's DPOTrainer reads it: the prompt as messages (a conversation
-    the row carries, else the template rendered as the user's turn after the system prompt),
-    the chosen and the rejected answer as assistant turns; tools kept."""
+    the row carries, the conversations' common start in TRL's implicit-prompt form, else the
+    template rendered as the user's turn after the system prompt), the chosen and the
+    rejected answer as assistant turns; tools kept."""
     chosen, rejected = ds.pair_columns
     if ds.messages_column:
         raise ConfigError(
             "dataset.messages_column is for SFT chats; a DPO row has a prompt and two answers: "
             "set dataset.prompt_column (text or messages), chosen_column and rejected_column"
         )
-    conversation = chat_prompt(row, ds)
+    answers = row.get(chosen), row.get(rejected)
+    implicit = implicit_prompt(row, ds)
+    if implicit:
+        conversation, *answers = _split_implicit(row, ds, "a row")  # type: ignore[assignment]
+    else:
+        conversation = chat_prompt(row, ds)
+        _no_conversation_in_template(row, ds)
     text = render_prompt(row, ds) if conversation is None else ""
     prompt = conversation if conversation is not None else prompt_messages(text, ds)
     if conversation is not None:
@@ -288,8 +336,8 @@ def _pair(row: dict[str, Any], ds: DatasetSpec) -> dict[str, Any]:
         **base,
         "prompt_text": text,
         "prompt": prompt,
-        "chosen": _answer(row, chosen, where),
-        "rejected": _answer(row, rejected, where),
+        "chosen": _answer(answers[0], chosen, where),
+        "rejected": _answer(answers[1], rejected, where),
     }
     shaped["reference"] = as_text(shaped["chosen"][-1]["content"]) or ""
     if ds.tools_column:
@@ -297,6 +345,20 @@ def _pair(row: dict[str, Any], ds: DatasetSpec) -> dict[str, Any]:
             row.get(ds.tools_column), f"{where}: column '{ds.tools_column}'"
         )
     return shaped
+
+
+def _no_conversation_in_template(row: dict[str, Any], ds: DatasetSpec) -> None:
+    """A template of the user's own that would paste a conversation in as its Python text."""
+    if not ds.prompt_template:
+        return
+    # the template was validated with the spec: plain {column} fields only
+    for column in [f for _, f, _, _ in string.Formatter().parse(ds.prompt_template) if f]:
+        if isinstance(loads_json(row.get(column)), list):
+            raise ConfigError(
+                f"dataset.prompt_template uses column '{column}', which holds a conversation: "
+                f"it would be pasted in as text. Drop prompt_template to use the conversation "
+                f"as the prompt (dataset.prompt_column: {column})"
+            )
 
 
 def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[str, Any]:
