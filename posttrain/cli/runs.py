@@ -254,12 +254,23 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
                 highlight=False,
             )
             t = d["trend"]
-            console.print(
-                f"reward now {num(d['reward'])}, best {num(d['best_reward'])}; "
+            if pref := d.get("preference"):  # DPO: no reward; the batches' own figures
+                console.print(
+                    f"DPO, first -> last {pref['window']} steps: "
+                    + ", ".join(
+                        f"{name} {num(pref[name]['first'])} -> {num(pref[name]['last'])}"
+                        for name in ("margin", "preference_accuracy", "logp_chosen")
+                    ),
+                    highlight=False,
+                )
+            rewarded = (
+                ""
+                if pref and d["reward"] is None
+                else f"reward now {num(d['reward'])}, best {num(d['best_reward'])}; "
                 f"first {t['window']} steps {num(t['first_mean'])} -> last "
-                f"{t['window']} {num(t['last_mean'])}; elapsed "
-                f"{ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}"
+                f"{t['window']} {num(t['last_mean'])}; "
             )
+            console.print(f"{rewarded}elapsed {ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}")
             if d["stalled"]:
                 console.print("[bold red]stalled:[/bold red] no event for a while")
             if d["cause"]:
@@ -304,8 +315,9 @@ def register(app: typer.Typer, run_app: typer.Typer) -> None:
         if d["evaluation"]:
             e = d["evaluation"]
             console.print(
-                f"evaluation: {untrusted(e['verdict'])} ({e['tasks_used']} tasks; reward "
-                f"{num(e['reward_base'])} -> {num(e['reward_trained'])})",
+                f"evaluation: {untrusted(e['verdict'])} ({e['tasks_used']} tasks; "
+                f"{e.get('metric') or 'reward'} {num(e['reward_base'])} -> "
+                f"{num(e['reward_trained'])})",
                 highlight=False,
             )
 

@@ -158,6 +158,25 @@ def chosen_likelihood_falls(metrics: list[dict[str, Any]]) -> str | None:
     return None
 
 
+PREFERENCE_METRICS = ("margin", "preference_accuracy", "logp_chosen", "logp_rejected")
+
+
+def preference_summary(metrics: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """DPO's training-batch figures, first and last WINDOW steps' means; None for other runs."""
+    steps = [m for m in metrics if isinstance(m.get("margin"), int | float)]
+    if not steps:
+        return None
+    out: dict[str, Any] = {"steps": [steps[0]["step"], steps[-1]["step"]], "window": WINDOW}
+    for name in PREFERENCE_METRICS:
+        first = _mean([m.get(name) for m in steps[:WINDOW]])
+        last = _mean([m.get(name) for m in steps[-WINDOW:]])
+        out[name] = {
+            "first": None if first is None else round(first, 4),
+            "last": None if last is None else round(last, 4),
+        }
+    return out
+
+
 def warnings(
     metrics: list[dict[str, Any]],
     latest_completions: list[str],
@@ -183,12 +202,13 @@ def evaluation_summary(run_dir: Path) -> dict[str, Any] | None:
     found = latest(run_dir)
     if found is None:
         return None
-    reward = next((m for m in found["metrics"] if m["is_training_reward"]), found["metrics"][0])
+    reward = next((m for m in found["metrics"] if m.get("is_training_reward")), found["metrics"][0])
     return {
         "verdict": found["verdict"],
         "tasks_used": found["tasks_used"],
         "created_at": found["created_at"],
         "path": found.get("path"),
+        "metric": reward["name"],  # the headline: the reward, or what its kind is judged by
         "reward_base": reward["base_mean"],
         "reward_trained": reward["trained_mean"],
         "ci": [reward["ci_low"], reward["ci_high"]],

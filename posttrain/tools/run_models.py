@@ -63,6 +63,13 @@ class RunDetail(RunSummary):
     )
     trend: Trend = Field(default_factory=Trend)
     components: dict[str, float] = Field(default_factory=dict, description="Latest step's means.")
+    preference: dict[str, Any] | None = Field(
+        None,
+        description="DPO: the training batches' margin (chosen minus rejected implicit reward), "
+        "preference_accuracy (share of pairs ranked right) and logp_chosen / logp_rejected "
+        "(summed log-likelihoods), each as {first, last}: means over the first and the last "
+        "`window` steps. logp_chosen falling while the margin grows is DPO's known failure.",
+    )
     checkpoints: list[dict[str, Any]] = Field(default_factory=list)
     health: list[str] = Field(default_factory=list, description="Warnings from metrics/traces.")
     heldout: list[dict[str, Any]] = Field(

@@ -18,7 +18,12 @@ from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.runs.layout import FINAL_STATUSES, RUN_META, SPEC, read_json
 from posttrain.tools import trace_page
 from posttrain.tools.context import Context, is_stalled
-from posttrain.tools.health import dry_run_summary, evaluation_summary, run_health
+from posttrain.tools.health import (
+    dry_run_summary,
+    evaluation_summary,
+    preference_summary,
+    run_health,
+)
 from posttrain.tools.run_models import (
     EXPERIMENT_ID_PREFIX,
     GROUP_ID_PREFIX,
@@ -142,6 +147,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         still_running=backend.leftover(run_dir) if row["status"] in FINAL_STATUSES else [],
         trend=trend(rewards),
         components=(metrics[-1].get("components") or {}) if metrics else {},
+        preference=preference_summary(metrics),
         checkpoints=ctx.index.checkpoints(run_id),
         health=health,
         heldout=heldout,

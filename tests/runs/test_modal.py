@@ -388,4 +388,8 @@ def test_a_dpo_run_on_modal_trains_its_pairs_and_reports_the_margin(volume, home
     metrics = get_run(started.run_id, True, ctx).metrics
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]
     assert all({"margin", "preference_accuracy", "logp_chosen"} <= set(m) for m in metrics)
+    summary = get_run(started.run_id, ctx=ctx).preference  # DPO's figures without verbose
+    assert summary["steps"] == [1, 4] and summary["margin"]["last"] == pytest.approx(
+        sum(m["margin"] for m in metrics) / 4, abs=1e-4
+    )
     assert (volume / started.run_id / "final" / "model.safetensors").is_file()
