@@ -27,6 +27,9 @@ def project(tmp_path, monkeypatch, home):
         "def score(completions, **kw):\n    return [float('4' in str(c)) for c in completions]\n"
     )
     tool_gym.write(tmp_path, n=24)
+    pairs = [{"prompt": f"Was ist {i} + {i}?", "chosen": str(2 * i), "rejected": str(2 * i + 1)}
+             for i in range(40)]  # fmt: skip
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
     (tmp_path / "warehouse.py").write_text(WAREHOUSE)
     orders = [
         {"task": f"Reserve {i + 1} widgets.", "item": "widget", "quantity": i + 1}
@@ -56,6 +59,10 @@ MINIMAL = {
             "tools_column": "functions",
         },
         "algorithm": {"kind": "sft"},
+    },
+    "DPO on prompt/chosen/rejected": {
+        "dataset": {"path": "pairs.jsonl"},
+        "algorithm": {"kind": "dpo"},
     },
     "environment": {
         "dataset": {"path": "orders.jsonl", "prompt_column": "task"},
