@@ -209,6 +209,8 @@ def train_with_resume(job: Any, dry: DryRun) -> Any:
         if a.lora
         else "every pair trained on the tokens `data check` "
         "shows, against a reference copy of the base",
+        "distill": "the student sampled answers and learned a stand-in teacher's "
+        "distribution on them",
     }.get(a.kind, "the loss fell where `data check` marks it")
     dry.saw(
         f"{a.kind.upper()} ({lora}) on the stand-in: the proof step and steps 2-{first} "
@@ -229,6 +231,12 @@ DPO_CANNOT = (
     "answers by chance, so its margins and preference accuracy are noise; read the flags of "
     "`data check` (length bias, contradicting pairs) and evaluate held-out preference "
     "accuracy on the real model"
+)
+
+DISTILL_CANNOT = (
+    "that the teacher teaches: the teacher is a random-weight stand-in of its family too, so "
+    "the divergence here says nothing of the real pair; nor the teacher's memory and time "
+    "beside the student (a modal smoke run measures them)"
 )
 
 RANDOM_MODEL_TOOLS = (

@@ -27,10 +27,12 @@ STAND_IN_FORMAT = 1  # bump when STAND_IN_ARCH or MOE_ARCH change, so cached sta
 
 
 def stand_in_path(name: str, seed: int = 0) -> Path:
-    """A saved stand-in (fp32 weights, config, the real tokenizer), built once and cached."""
+    """A saved stand-in (fp32 weights, config, the real tokenizer), built once and cached;
+    another `seed` gives other random weights of the same shape (a distillation's teacher)."""
     shape = stand_in_for(name)
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", shape.of.strip("/"))[-80:]
-    path = cache_dir() / "models" / f"standin-{slug}-v{STAND_IN_FORMAT}"
+    seeded = f"-s{seed}" if seed else ""
+    path = cache_dir() / "models" / f"standin-{slug}{seeded}-v{STAND_IN_FORMAT}"
     if (path / "config.json").is_file() and (path / "tokenizer.json").is_file():
         return path
     from posttrain.gpu.tokenizers import load_tokenizer

@@ -222,6 +222,10 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         from posttrain.gpu.dryrun import DPO_CANNOT
 
         dry.also_cannot.append(DPO_CANNOT)
+    if dry and a.kind == "distill":
+        from posttrain.gpu.dryrun import DISTILL_CANNOT
+
+        dry.also_cannot.append(DISTILL_CANNOT)
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
     job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward, data.holdout)

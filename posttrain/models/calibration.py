@@ -145,12 +145,17 @@ def decode_step_s(model: str, gpu: str, overhead_s_per_layer: float) -> float:
     return preset.num_hidden_layers * overhead_s_per_layer + weights
 
 
-def training_s(model: str, gpu: str, tokens: int, kl: bool, mfu: float) -> float:
-    """Seconds of the forward and backward passes over `tokens` (and the KL reference)."""
+def training_s(
+    model: str, gpu: str, tokens: int, kl: bool, mfu: float, teacher_params: int = 0
+) -> float:
+    """Seconds of the forward and backward passes over `tokens` (and the KL reference, and a
+    distillation teacher's forward pass: KL_FLOPS a teacher parameter a token, as the
+    reference's)."""
     preset = get_preset(model)
     assert preset is not None
     tflops, _ = gpu_perf(gpu)
     flops = (TRAIN_FLOPS + (KL_FLOPS if kl else 0)) * preset.n_params * tokens
+    flops += KL_FLOPS * teacher_params * tokens
     return flops / (tflops * 1e12 * mfu)
 
 
@@ -272,12 +277,19 @@ def cpu_fitted() -> CpuFit:
 
 
 def cpu_step_s(
-    n_params: int, kind: str, batch: int, prompt_tokens: int, completion_tokens: int, kl: bool
+    n_params: int,
+    kind: str,
+    batch: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+    kl: bool,
+    teacher_params: int = 0,
 ) -> float:
     """Seconds per step of a real model of n_params on this machine's CPU."""
     fit = cpu_fitted()
     kind, more = priced_as(kind)
-    train = more * _train_flops(n_params, batch * (prompt_tokens + completion_tokens), kl)
+    tokens = batch * (prompt_tokens + completion_tokens)
+    train = more * _train_flops(n_params, tokens, kl) + KL_FLOPS * teacher_params * tokens
     seconds = train / fit.train_flops_per_s
     if kind == "grpo":
         generated = 2 * n_params * batch * completion_tokens
@@ -293,12 +305,15 @@ def fits(
     batch: int,
     prompt_tokens: int = 128,
     kind: str = "grpo",
+    teacher_params: int = 0,
 ) -> dict:
     """Whether a preset fits a GPU spec ('H100:2' shares nothing: each GPU holds a replica):
     the counted memory times the allocator factor fitted here."""
     name, _ = parse_gpu(gpu)
     factor = fitted().allocator_factor
-    need = memory_estimate_gb(preset, lora, prompt_tokens, completion_tokens, batch, kind, factor)
+    need = memory_estimate_gb(
+        preset, lora, prompt_tokens, completion_tokens, batch, kind, factor, teacher_params
+    )
     have = GPU_MEMORY_GB.get(name)  # None: a type from a price override, memory unknown
     fits = None if have is None else need <= have
     return {"gpu": name, "need_gb": round(need, 1), "have_gb": have, "fits": fits}

@@ -285,9 +285,12 @@ MEASURED_KINDS = ("grpo", "sft")
 
 def priced_as(kind: str) -> tuple[str, float]:
     """The measured kind a kind's step is priced from, and how much more compute it does than
-    that kind's step at the same batch and lengths."""
+    that kind's step at the same batch and lengths. Distillation generates and trains as GRPO
+    does (one sample a prompt), plus the teacher's forward pass, priced by its size on top."""
     if kind == "dpo":
         return "sft", DPO_SEQUENCES * (1 + REFERENCE_FORWARD_SHARE)
+    if kind == "distill":
+        return "grpo", 1.0
     return kind, 1.0
 
 
@@ -299,6 +302,7 @@ def memory_estimate_gb(
     batch: int,
     kind: str,
     allocator_factor: float,
+    teacher_params: int = 0,
 ) -> float:
     """Peak GPU memory of a training step with gradient checkpointing (TRL's default).
 
@@ -319,7 +323,8 @@ def memory_estimate_gb(
     training = (0.01 if lora else 1.0) * 14 * preset.n_params
     activations = 2 * tokens * h * layers + 34 * tokens * h
     kv = 2 * layers * preset.num_key_value_heads * preset.head_dim * tokens * 2
-    kv = kv if kind == "grpo" else 0
+    kv = kv if kind in ("grpo", "distill") else 0  # both generate
+    weights += 2 * teacher_params  # a distillation teacher's bf16 weights, frozen
     if kind == "dpo":  # both answers in one batch; a full fine-tune's reference is a copy
         activations *= DPO_SEQUENCES
         weights += 0 if lora else 2 * preset.n_params
@@ -400,6 +405,36 @@ _REPO_FAMILY = (  # matched on the repo name, whoever publishes it (Qwen/, unslo
     (re.compile(r"^qwen2\.5-", re.I), QWEN25),
 )
 _MODEL_TYPE_FAMILY = {"qwen3": QWEN3, "qwen2": QWEN25}
+
+
+def vocabulary_of(name: str) -> tuple[str, str] | None:
+    """Which tokenizer a model reads with, as (a name for people, a key equal for equal
+    vocabularies), where posttrain can tell without loading anything: the embedded
+    families, SmolLM2's, the tiny model's word list; None for a model of unknown family."""
+    preset = get_preset(name)
+    if preset is not None and preset.hf_repo is None:
+        return "the tiny model's word vocabulary", "tiny"
+    family = family_of(name)
+    if family is None:
+        return None
+    if family is SMOLLM2:
+        return "SmolLM2's 49,152-token vocabulary", "smollm2"
+    said = f"the {family.name} family's {family.vocabulary_size:,}-token vocabulary"
+    return said, f"qwen:{len(family.added_tokens)}"  # the BPE ranks are shared; added differ
+
+
+def teacher_mismatch(student: str, teacher: str) -> str | None:
+    """Why `teacher` cannot teach `student` by on-policy distillation (which compares the two
+    models' next-token distributions token for token, so needs one vocabulary), or None."""
+    mine, theirs = vocabulary_of(student), vocabulary_of(teacher)
+    if mine is None or theirs is None or mine[1] == theirs[1]:
+        return None
+    return (
+        f"algorithm.teacher '{teacher}' reads with {theirs[0]}, and the student '{student}' "
+        f"with {mine[0]}: distillation matches their next-token distributions token for "
+        f"token, so both need the same tokenizer. Pick a teacher of the student's family "
+        f"(e.g. a larger {student.split('-')[0]} model)"
+    )
 
 
 def family_of(name: str) -> Family | None:

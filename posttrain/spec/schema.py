@@ -38,7 +38,13 @@ from posttrain.core.paths import (
     is_file,
 )
 from posttrain.environments.refs import check_target, split_class_ref, split_tools_ref
-from posttrain.models.catalog import PRESETS, family_of, get_preset, parse_gpu
+from posttrain.models.catalog import (
+    PRESETS,
+    family_of,
+    get_preset,
+    parse_gpu,
+    teacher_mismatch,
+)
 from posttrain.models.standin_shape import stand_in_for
 from posttrain.spec import bounds as spec_bounds
 from posttrain.spec.bounds import check_template_kwargs, template_columns
@@ -569,6 +575,14 @@ class RunSpec(Strict):
                 "tool list for every prompt), so the schemas would be dropped silently. Use "
                 "kind 'sft', or put the tools into system_prompt"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _teacher_reads_like_the_student(self) -> RunSpec:
+        teacher = self.algorithm.teacher
+        problem = teacher_mismatch(self.model.name, teacher) if teacher else None
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

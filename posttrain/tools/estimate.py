@@ -44,9 +44,11 @@ MAX_UNCERTAINTY = 4.0
 # Real weights on this CPU are priced by their shape (calibration.cpu_step_s). DPO is not
 # measured by bench/smoke.py: a dry run of 22 short pairs (~45 tokens, batch 2) took 0.5-1.7 s
 # a step on the stand-in (2026-12-06); SFT's step for two sequences a row bounds it above.
+# Distillation: GRPO's step with one sample a prompt, plus a stand-in teacher's forward pass;
+# not measured by bench/smoke.py, set above GRPO's.
 LOCAL_STEP_S = {
-    "tiny": {"grpo": 0.4, "sft": 0.1, "dpo": 0.2},
-    "stand_in": {"grpo": 3.6, "sft": 2.5, "dpo": 3.0},
+    "tiny": {"grpo": 0.4, "sft": 0.1, "dpo": 0.2, "distill": 0.5},
+    "stand_in": {"grpo": 3.6, "sft": 2.5, "dpo": 3.0, "distill": 4.0},
 }
 LOCAL_STARTUP_S = {"tiny": 15.0, "stand_in": 25.0, "real": 30.0}
 UNKNOWN_LOCAL_STEP_S = 30.0
@@ -75,15 +77,26 @@ def model_step_s(spec: RunSpec, gpu: str) -> float:
     fit = fitted()
     a = spec.algorithm
     name = spec.model.name
-    _, more = priced_as(a.kind)
-    train = more * training_s(
-        name, gpu, tokens_per_step(spec), a.kind == "grpo" and a.beta > 0, fit.training_mfu
-    )
-    if a.kind != "grpo":
+    kind, more = priced_as(a.kind)
+    kl = a.kind == "grpo" and a.beta > 0
+    teacher = teacher_params(spec)
+    train = more * training_s(name, gpu, tokens_per_step(spec), kl, fit.training_mfu, teacher)
+    if kind != "grpo":
         return train  # the SFT measurement the MFU was fitted to includes everything
     decode = decode_step_s(name, gpu, fit.decode_overhead_s_per_layer)
     generate = a.max_completion_length * decode * fit.trl_generation_factor
     return generate + train + STEP_OVERHEAD_S
+
+
+def teacher_params(spec: RunSpec) -> int:
+    """A distillation teacher's parameters (its forward pass is priced by them): its preset's
+    or its folder's; the student's own where nothing here says (the plan says so); 0 for the
+    other kinds."""
+    teacher = spec.algorithm.teacher
+    if spec.algorithm.kind != "distill" or not teacher:
+        return 0
+    shape = shape_of(teacher) or shape_of(spec.model.name)
+    return shape.n_params if shape is not None else 0
 
 
 def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
@@ -121,6 +134,12 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
 
 
 def unmeasured(kind: str, anchor: str, more: float) -> str:
+    if kind == "distill":
+        return (
+            "DISTILL is priced as a GRPO step of one sample a prompt plus the teacher's "
+            "forward pass over its tokens (2 FLOPs a teacher parameter a token), not measured "
+            "itself"
+        )
     return (
         f"{kind.upper()} is priced as {more:.2f}x a {anchor.upper()} step of the same batch "
         f"(posttrain.models.catalog.priced_as), not measured itself"
@@ -206,7 +225,8 @@ def _cpu_step(spec: RunSpec, kind: str, batch: int) -> float:
     a = spec.algorithm
     prompt = min(PROMPT_TOKENS_GUESS, a.max_prompt_length)
     kl = kind == "grpo" and a.beta > 0
-    return cpu_step_s(shape.n_params, kind, batch, prompt, a.max_completion_length, kl)
+    teacher = teacher_params(spec) if kind == a.kind else 0  # not in a warm-start's step
+    return cpu_step_s(shape.n_params, kind, batch, prompt, a.max_completion_length, kl, teacher)
 
 
 def _cpu_estimate(spec: RunSpec) -> StepEstimate:

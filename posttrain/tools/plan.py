@@ -23,7 +23,7 @@ from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.spec.sweep import Sweep
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.data import check_data
-from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate
+from posttrain.tools.estimate import PROMPT_TOKENS_GUESS, step_estimate, teacher_params
 from posttrain.tools.sweeps import (
     ArmPlan,
     ExperimentPlan,
@@ -367,6 +367,7 @@ def plan(
             a.batch_size,
             prompt_tokens=prompt,
             kind=a.kind,
+            teacher_params=teacher_params(spec),
         )
         peaks = [m["peak_memory_gb"] for m in index.measured(spec.shape) if m["peak_memory_gb"]]
         if peaks:
@@ -411,6 +412,8 @@ def plan(
             f"assistant turns a rollout and waits on your tools, which the estimate (one turn) "
             f"does not price; a dry run (`smoke_run`) measures it. Run check_environment first"
         )
+    elif a.kind == "distill":
+        warnings.append(teacher_note(spec))
     elif a.kind == "dpo":
         warnings.append(
             "DPO trains on the pairs, with no reward; evaluate compares the trained and base "
@@ -439,6 +442,36 @@ def plan(
         fit=fit,
         defaults=filled_defaults(spec),
         warnings=warnings,
+    )
+
+
+def teacher_note(spec: RunSpec) -> str:
+    """What a distillation's teacher costs, and what could not be checked about it."""
+    from posttrain.models.catalog import shape_of, vocabulary_of
+
+    a, student = spec.algorithm, shape_of(spec.model.name)
+    teacher = shape_of(a.teacher or "")
+    if teacher is None or student is None:
+        size = (
+            f"the teacher {a.teacher}'s size is unknown here, so its forward pass is priced as "
+            f"the student's"
+        )
+    else:
+        share = teacher.n_params / (3 * student.n_params + teacher.n_params)
+        size = (
+            f"the teacher {a.teacher} ({teacher.n_params / 1e9:.1f}B parameters) runs a forward "
+            f"pass over every sampled answer: about {share:.0%} of a step's training compute "
+            f"(generation aside), and its weights are in memory beside the student's"
+        )
+    checked = (
+        "its tokenizer is the student's family"
+        if vocabulary_of(a.teacher or "") is not None
+        else "its tokenizer's family is unknown here: the trainer compares the two "
+        "vocabularies before the teacher's weights load"
+    )
+    return (
+        f"distillation: no reward; {size}; {checked}. evaluate compares the student's "
+        f"held-out answers' likelihood (reference_nll) where the rows have references"
     )
 
 
