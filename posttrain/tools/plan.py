@@ -242,7 +242,12 @@ def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
     """A local run of real weights starts only when the plan's own CPU estimate for its shape
     is within LOCAL_LIMIT_S and the weights are on this machine (packaged, a folder, a .gguf
     file, or the Hugging Face cache); tiny-local and stand-ins always run here."""
-    m = spec.model
+    m, teacher = spec.model, spec.algorithm.teacher
+    if teacher and spec.compute.backend != "local" and _is_local_path(teacher):
+        raise ConfigError(
+            f"algorithm.teacher '{teacher}' is a folder on this machine, which the Modal "
+            f"function cannot read; name the teacher by its hub id or preset"
+        )
     if spec.compute.backend != "local" or m.stand_in or m.random_weights:
         return
     if m.preset is not None and m.preset.hf_repo is None:
@@ -255,13 +260,20 @@ def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
             f"on a stand-in of the same family (`smoke_run`, or `posttrain smoke SPEC`: free, "
             f"about a minute); to train {m.name} itself, set compute.backend: modal"
         )
-    where = _weights_here(m.name)
+    where = _weights_here(m.name) or (_weights_here(teacher) if teacher else None)
     if where is not None:
         raise ConfigError(
             f"compute.backend 'local': {where}. Locally, dry-run your spec on a stand-in "
             f"(`smoke_run`, or `posttrain smoke SPEC`); to train {m.name} itself, set "
             f"compute.backend: modal"
         )
+
+
+def _is_local_path(name: str) -> bool:
+    from posttrain.core.paths import expand
+    from posttrain.models.catalog import get_preset
+
+    return get_preset(name) is None and expand(name).exists()
 
 
 def _weights_here(name: str) -> str | None:
