@@ -19,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
+from posttrain.gpu.sft_text import common_prefix
+
 
 @dataclass(frozen=True)
 class PairIds:
@@ -45,8 +49,7 @@ class PairIds:
         )
 
 
-@dataclass(frozen=True)
-class PairText:
+class PairText(BaseModel):
     """A pair decoded back to text, special tokens kept: what the model reads, byte for byte."""
 
     prompt: str
@@ -55,15 +58,6 @@ class PairText:
     prompt_tokens: int
     chosen_tokens: int
     rejected_tokens: int
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class PairRenderer:
@@ -105,4 +99,11 @@ def decode_pair(tokenizer: Any, example: dict[str, list[int]]) -> PairText:
         return tokenizer.decode(list(ids), skip_special_tokens=False)
 
     p, c, r = example["prompt_ids"], example["chosen_ids"], example["rejected_ids"]
-    return PairText(text(p), text(c), text(r), len(p), len(c), len(r))
+    return PairText(
+        prompt=text(p),
+        chosen=text(c),
+        rejected=text(r),
+        prompt_tokens=len(p),
+        chosen_tokens=len(c),
+        rejected_tokens=len(r),
+    )

@@ -163,7 +163,7 @@ class SftRenderer:
             else:  # last_turn, by the prompt's length
                 ids = list(self._encode(messages, tools)["input_ids"])
                 head = self._encode(row["prompt"], tools, add_generation_prompt=True)
-                n = _common_prefix(head["input_ids"], ids)
+                n = common_prefix(head["input_ids"], ids)
                 mask = [0] * n + [1] * (len(ids) - n)
         except ConfigError:
             raise
@@ -180,7 +180,7 @@ class SftRenderer:
         return ids, [t if bit else IGNORE for t, bit in zip(ids, mask, strict=True)]
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:

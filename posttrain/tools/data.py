@@ -163,8 +163,6 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
         for r in sampled
         if r.get("reference")
     ]
-    train_prompts = {_norm(r["prompt_text"]) for r in data.train}
-    overlap = [r for r in data.holdout if _norm(r["prompt_text"]) in train_prompts]
     problems = schema_problems(rows, spec)
     if unrenderable:
         reasons = "; ".join(list(unrenderable.values())[:3])
@@ -192,12 +190,7 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
     else:
         shown, marked = [render(r, True) for r in renderable[:samples]], []
     return DatasetReport(
-        source=ds.path or ds.hf_repo or f"builtin:{ds.builtin}",
-        rows_total=len(raw),
-        rows_after_filters=len(raw) - data.dropped_by_filters,
-        train_rows=len(data.train),
-        holdout_rows=len(data.holdout),
-        columns=sorted(raw[0]) if raw else [],
+        **_counts(spec, raw, data),
         samples=shown,
         sample_ids=[r["id"] for r in renderable[:samples]],
         marked_samples=marked,
@@ -207,9 +200,25 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
         sequence_tokens=percentiles(sequence_lengths) if sequence_lengths else None,
         reference_tokens=percentiles(ref_lengths) if ref_lengths else None,
         problems=problems,
-        holdout_overlap=len(overlap),
-        overlap_examples=[r["prompt_text"][:120] for r in overlap[:3]],
     )
+
+
+def _counts(spec: RunSpec, raw: list[dict[str, Any]], data: Any) -> dict[str, Any]:
+    """The report's fields every kind shares: where the rows come from, how many, and the
+    held-out prompts that also occur in training."""
+    ds = spec.dataset
+    train_prompts = {_norm(r["prompt_text"]) for r in data.train}
+    overlap = [r for r in data.holdout if _norm(r["prompt_text"]) in train_prompts]
+    return {
+        "source": ds.path or ds.hf_repo or f"builtin:{ds.builtin}",
+        "rows_total": len(raw),
+        "rows_after_filters": len(raw) - data.dropped_by_filters,
+        "train_rows": len(data.train),
+        "holdout_rows": len(data.holdout),
+        "columns": sorted(raw[0]) if raw else [],
+        "holdout_overlap": len(overlap),
+        "overlap_examples": [r["prompt_text"][:120] for r in overlap[:3]],
+    }
 
 
 def _preference_report(
@@ -222,18 +231,10 @@ def _preference_report(
 ) -> DatasetReport:
     from posttrain.tools.pair_check import check_pairs, shown
 
-    ds = spec.dataset
     pairs, problems, tokens = check_pairs(spec, data, tokenizer, samples)
-    train_prompts = {_norm(r["prompt_text"]) for r in data.train}
-    overlap = [r for r in data.holdout if _norm(r["prompt_text"]) in train_prompts]
     longer = [p + max(c, r) for p, c, r in zip(*tokens.values(), strict=True)]
     return DatasetReport(
-        source=ds.path or ds.hf_repo or f"builtin:{ds.builtin}",
-        rows_total=len(raw),
-        rows_after_filters=len(raw) - data.dropped_by_filters,
-        train_rows=len(data.train),
-        holdout_rows=len(data.holdout),
-        columns=sorted(raw[0]) if raw else [],
+        **_counts(spec, raw, data),
         samples=[shown(p) for p in pairs],
         sample_ids=[p.id for p in pairs],
         loss="DPO: the loss compares the chosen and the rejected answer's log-likelihood "
@@ -243,8 +244,6 @@ def _preference_report(
         sequence_tokens=percentiles(longer) if longer else None,
         reference_tokens=percentiles(tokens["chosen"]) if tokens["chosen"] else None,
         problems=problems[:MAX_PROBLEMS],
-        holdout_overlap=len(overlap),
-        overlap_examples=[r["prompt_text"][:120] for r in overlap[:3]],
         pairs=[p.model_dump() for p in pairs],
     )
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel
-
 from posttrain.core.sampling import spread
 from posttrain.data.dataset import Prepared
 from posttrain.data.preference import pair_flags
@@ -18,16 +16,10 @@ from posttrain.spec.schema import RunSpec
 LENGTH_SAMPLE = 5000  # pairs whose tokens are counted (and checked for truncation)
 
 
-class PairSample(BaseModel):
+class PairSample(PairText):
     """One pair as the trainer reads it, decoded from the token ids it is given."""
 
     id: str
-    prompt: str
-    chosen: str
-    rejected: str
-    prompt_tokens: int
-    chosen_tokens: int
-    rejected_tokens: int
 
 
 def shown(pair: PairSample) -> str:
@@ -36,18 +28,6 @@ def shown(pair: PairSample) -> str:
         f"--- prompt ({pair.prompt_tokens} tokens) ---\n{pair.prompt}\n"
         f"--- chosen ({pair.chosen_tokens} tokens) ---\n{pair.chosen}\n"
         f"--- rejected ({pair.rejected_tokens} tokens) ---\n{pair.rejected}"
-    )
-
-
-def sample_of(row_id: str, text: PairText) -> PairSample:
-    return PairSample(
-        id=row_id,
-        prompt=text.prompt,
-        chosen=text.chosen,
-        rejected=text.rejected,
-        prompt_tokens=text.prompt_tokens,
-        chosen_tokens=text.chosen_tokens,
-        rejected_tokens=text.rejected_tokens,
     )
 
 
@@ -98,7 +78,7 @@ def check_pairs(
         )
     problems += pair_flags(counted, lengths, cut, limit)
     picked = [r for r in data.train if r["id"] in encoded][:samples]
-    pairs = [sample_of(r["id"], render.decode(encoded[r["id"]])) for r in picked]
+    pairs = [PairSample(id=r["id"], **dict(render.decode(encoded[r["id"]]))) for r in picked]
     tokens = {
         "prompt": [len(encoded[r["id"]].prompt_ids) for r in counted],
         "chosen": [c for c, _ in lengths],
