@@ -393,3 +393,21 @@ def test_a_dpo_run_on_modal_trains_its_pairs_and_reports_the_margin(volume, home
         sum(m["margin"] for m in metrics) / 4, abs=1e-4
     )
     assert (volume / started.run_id / "final" / "model.safetensors").is_file()
+
+
+def test_a_distillation_run_on_modal_loads_its_teacher_where_the_student_trains(volume, home):
+    """The Modal function body with a teacher: the tiny model distils from itself (the same
+    vocabulary, the same weights: a divergence of 0, but the teacher's load, its forward pass
+    and the student's sampling all run where the GPU would be)."""
+    ctx, _ = modal_ctx(volume)
+    spec = {
+        **MODAL,
+        "reward": None,
+        "algorithm": {**TINY["algorithm"], "kind": "distill", "teacher": "tiny-local"},
+    }
+    started = launch(spec, ctx=ctx)
+    detail = wait_finished(started.run_id, 180, ctx)
+    assert detail.status == "succeeded", detail.cause
+    lines = [e.get("message", "") for e in iter_events(volume / started.run_id)]
+    assert any(line.startswith("train distillation from teacher tiny-local") for line in lines)
+    assert [m["step"] for m in get_run(started.run_id, True, ctx).metrics] == [1, 2, 3, 4]
