@@ -170,6 +170,9 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         Row counts (before/after filters, train/holdout), three rows rendered through the
         model's chat template, prompt and reference token-length percentiles, schema problems
         (empty prompts, duplicate ids), and held-out prompts that also occur in training.
+        For a DPO spec: pairs as the trainer reads them (`pairs`: prompt once, chosen,
+        rejected, token counts) and the flags of pairs that teach nothing or the wrong
+        thing (identical, contradicting, cut off, length bias) in `problems`.
         Free and local; run it before check_reward.
         """
         return await call(lambda: check_dataset(spec_of(spec)))
