@@ -74,6 +74,22 @@ def wait_finished(run_id: str, timeout_s: float, ctx=None, every_s: float = 0.5)
     return wait_for(final, timeout_s=timeout_s, every_s=every_s)
 
 
+async def mcp_wait_finished(client, run_id: str, timeout_s: float) -> dict:
+    """get_run over MCP, polled each second until the run's status is final (or the time is
+    up); the last answer's structured content."""
+    import asyncio
+    import time
+
+    from posttrain.runs.layout import FINAL_STATUSES
+
+    deadline = time.time() + timeout_s
+    while True:
+        got = (await client.call_tool("get_run", {"run_id": run_id})).structured_content
+        if got["status"] in FINAL_STATUSES or time.time() > deadline:
+            return got
+        await asyncio.sleep(1)
+
+
 def kill_leftover_runs(home_dir: Path) -> None:
     """Kill the process groups of runs a failed test left behind, so they cannot slow the
     tests after it (each supervisor leads its own group)."""

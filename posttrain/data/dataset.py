@@ -245,22 +245,26 @@ def chat_prompt(row: dict[str, Any], ds: DatasetSpec) -> list[dict[str, Any]] | 
     preference form), with no template of the user's own to render it; else None."""
     if ds.prompt_template or ds.messages_column:
         return None
-    value = loads_json(row.get(ds.prompt_column))
-    if isinstance(value, list):
-        return canonical_messages(value, f"column '{ds.prompt_column}'")
+    value = messages_in(row.get(ds.prompt_column))
+    return None if value is None else canonical_messages(value, f"column '{ds.prompt_column}'")
+
+
+def messages_in(value: Any) -> list[dict[str, Any]] | None:
+    """The messages a value holds (a list of them, one message, or either as a JSON string),
+    else None: an answer "1e3", "true" or "[3, 4]" is text, never parsed into 1000.0, True or
+    a list."""
+    parsed = loads_json(value)
+    if isinstance(parsed, dict) and "role" in parsed:
+        return [parsed]
+    if isinstance(parsed, list) and parsed and all(isinstance(m, dict) for m in parsed):
+        return parsed
     return None
 
 
-def _as_messages(value: Any) -> Any:
-    """An answer given as one message ({'role', 'content'}) as a list of one."""
-    value = loads_json(value)
-    return [value] if isinstance(value, dict) and "role" in value else value
-
-
 def _answer(value: Any, column: str, where: str) -> list[dict[str, Any]]:
-    value = _as_messages(value)
-    if isinstance(value, list):
-        messages = canonical_messages(value, f"{where}: column '{column}'")
+    given = messages_in(value)
+    if given is not None:
+        messages = canonical_messages(given, f"{where}: column '{column}'")
         if not messages or any(m["role"] != "assistant" for m in messages):
             raise ConfigError(
                 f"{where}: column '{column}' must hold the assistant's answer (text, or "
@@ -269,9 +273,10 @@ def _answer(value: Any, column: str, where: str) -> list[dict[str, Any]]:
                 f"conversations (TRL's implicit-prompt form)"
             )
         return messages
-    if value is None:
+    if value is None or value == []:
         return [{"role": "assistant", "content": ""}]  # empty: `data check` flags it
-    return [{"role": "assistant", "content": value if isinstance(value, str) else str(value)}]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return [{"role": "assistant", "content": text}]
 
 
 def implicit_prompt(row: dict[str, Any], ds: DatasetSpec) -> bool:
@@ -279,19 +284,16 @@ def implicit_prompt(row: dict[str, Any], ds: DatasetSpec) -> bool:
     chosen and the rejected conversation each starting with the prompt's turns."""
     if ds.prompt_template or row.get(ds.prompt_column) is not None:
         return False
-    values = [_as_messages(row.get(c)) for c in ds.pair_columns]
-    return all(
-        isinstance(v, list) and any(isinstance(m, dict) and m.get("role") != "assistant" for m in v)
-        for v in values
-    )
+    values = [messages_in(row.get(c)) for c in ds.pair_columns]
+    return all(v is not None and any(m.get("role") != "assistant" for m in v) for v in values)
 
 
 def _split_implicit(row: dict[str, Any], ds: DatasetSpec, where: str) -> tuple[list, Any, Any]:
     """The prompt as the conversations' common start, and each answer after it (as TRL's
     extract_prompt splits them)."""
     chosen, rejected = ds.pair_columns
-    a = canonical_messages(_as_messages(row[chosen]), f"{where}: column '{chosen}'")
-    b = canonical_messages(_as_messages(row[rejected]), f"{where}: column '{rejected}'")
+    a = canonical_messages(messages_in(row[chosen]), f"{where}: column '{chosen}'")
+    b = canonical_messages(messages_in(row[rejected]), f"{where}: column '{rejected}'")
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
@@ -353,7 +355,7 @@ def _no_conversation_in_template(row: dict[str, Any], ds: DatasetSpec) -> None:
         return
     # the template was validated with the spec: plain {column} fields only
     for column in [f for _, f, _, _ in string.Formatter().parse(ds.prompt_template) if f]:
-        if isinstance(loads_json(row.get(column)), list):
+        if messages_in(row.get(column)) is not None:
             raise ConfigError(
                 f"dataset.prompt_template uses column '{column}', which holds a conversation: "
                 f"it would be pasted in as text. Drop prompt_template to use the conversation "

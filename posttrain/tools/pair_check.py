@@ -60,7 +60,7 @@ def check_pairs(
             f"{len(unrenderable)} pairs do not render through the chat template (the trainer "
             f"refuses them): {reasons}; fix those rows or drop them with dataset.filters"
         )
-    empty = [r["id"] for r in rows if not str(r.get("prompt_text") or r["prompt"]).strip()]
+    empty = [r["id"] for r in rows if not str(r.get("prompt_text") or "").strip()]
     if empty:
         problems.append(f"{len(empty)} pairs have an empty prompt (ids {empty[:5]})")
     repeated = [i for i, n in Counter(r["id"] for r in rows).items() if n > 1]

@@ -58,6 +58,31 @@ def test_conversations_single_messages_and_json_strings_are_read_alike(tmp_path)
     assert rows[0]["prompt_text"] == "Combien font 2 + 2 ?"
 
 
+def test_answers_that_look_like_json_stay_the_text_the_user_wrote(tmp_path):
+    """Arithmetic and labelling answers: numbers, booleans, lists and label objects in the
+    file are the answers' text, byte for byte, never parsed and printed back."""
+    rows = shaped(
+        tmp_path,
+        [
+            {"prompt": "1000 in scientific notation?", "chosen": "1e3", "rejected": "1000.0"},
+            {"prompt": "Is 7 prime?", "chosen": "true", "rejected": "false"},
+            {"prompt": "Roots of x^2 - 7x + 12?", "chosen": "[3, 4]", "rejected": "[2, 6]"},
+            {"prompt": "Label: 'WIN A PRIZE'", "chosen": {"label": "spam"}, "rejected": 12},
+            {"prompt": "[1, 2] + [3]?", "chosen": "[1, 2, 3]", "rejected": []},
+        ],
+    )
+    said = [
+        (r["prompt_text"], r["chosen"][0]["content"], r["rejected"][0]["content"]) for r in rows
+    ]
+    assert said == [
+        ("1000 in scientific notation?", "1e3", "1000.0"),
+        ("Is 7 prime?", "true", "false"),
+        ("Roots of x^2 - 7x + 12?", "[3, 4]", "[2, 6]"),
+        ("Label: 'WIN A PRIZE'", '{"label": "spam"}', "12"),
+        ("[1, 2] + [3]?", "[1, 2, 3]", ""),  # an empty list is an empty answer
+    ]
+
+
 def test_the_implicit_prompt_form_splits_at_the_conversations_common_start(tmp_path):
     good = {"role": "assistant", "content": "4"}
     bad = {"role": "assistant", "content": "22"}

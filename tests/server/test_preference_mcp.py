@@ -4,14 +4,12 @@ and its preference figures in get_run."""
 
 import asyncio
 import json
-import time
 
 import pytest
 from mcp import Client
 
-from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.app import build_server
-from tests.conftest import kill_leftover_runs
+from tests.conftest import kill_leftover_runs, mcp_wait_finished
 
 pytestmark = pytest.mark.slow
 
@@ -67,12 +65,7 @@ def test_an_agent_checks_dry_runs_and_reads_a_dpo_spec_over_mcp(project):
             smoke = await client.call_tool("smoke_run", {"spec": SPEC})
             assert not smoke.is_error, smoke.content
             run_id = smoke.structured_content["run_id"]
-            deadline = time.time() + 300
-            while time.time() < deadline:
-                got = (await client.call_tool("get_run", {"run_id": run_id})).structured_content
-                if got["status"] in FINAL_STATUSES:
-                    break
-                await asyncio.sleep(1)
+            got = await mcp_wait_finished(client, run_id, 300)
             assert got["status"] == "succeeded", got["cause"]
             assert got["kind"] == "dpo"
             assert set(got["preference"]) >= {"margin", "preference_accuracy", "logp_chosen"}

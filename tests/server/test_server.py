@@ -6,15 +6,13 @@ import fcntl
 import os
 import subprocess
 import sys
-import time
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.server.app import build_server
-from tests.conftest import ROOT, free_port, kill_leftover_runs, wait_listening
+from tests.conftest import ROOT, free_port, kill_leftover_runs, mcp_wait_finished, wait_listening
 from tests.specs import SMOKE_SPEC
 
 pytestmark = pytest.mark.slow
@@ -86,12 +84,7 @@ async def lifecycle(client: Client, seed: int) -> dict:
     messages = await heard.first()
     assert all(m.startswith(f"{run_id}: ") for m in messages)  # stage by stage
     assert smoke.structured_content["approved_by"] == "free"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        got = (await client.call_tool("get_run", {"run_id": run_id})).structured_content
-        if got["status"] in FINAL_STATUSES:
-            break
-        await asyncio.sleep(1)
+    got = await mcp_wait_finished(client, run_id, 180)
     assert got["status"] == "succeeded", got["cause"]
     assert got["step"] == 5 and got["total_steps"] == 5
 
