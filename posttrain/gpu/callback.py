@@ -113,9 +113,22 @@ def agreed(flag: bool) -> bool:
         return flag
     import torch
 
-    value = torch.tensor([1 if flag else 0])
+    value = torch.tensor([1 if flag else 0], device=reduce_device(str(dist.get_backend())))
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())
+
+
+def reduce_device(backend: str) -> str:
+    """Where a tensor must live for the process group's backend to reduce it: NCCL (accelerate's
+    multi-GPU group) reduces CUDA tensors only, on this rank's own GPU (accelerate sets it as
+    the current device), and refuses CPU ones; gloo reduces CPU tensors. A group with a backend
+    for each device ("cpu:gloo,cuda:nccl") takes the CPU's."""
+    names = {part.rsplit(":", 1)[-1] for part in backend.split(",")}  # "cuda:nccl" -> nccl
+    if "nccl" not in names or "gloo" in names:
+        return "cpu"
+    import torch
+
+    return f"cuda:{torch.cuda.current_device()}"
 
 
 def peak_memory_gb() -> float:
