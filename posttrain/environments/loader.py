@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.user_code import import_beside
 from posttrain.environments.refs import (
     is_file_target,
     split_class_ref,
@@ -59,6 +60,7 @@ def _module(target: str, field: str) -> Any:
     if spec is None or spec.loader is None:
         raise ConfigError(f"{field} file {path}: Python cannot load it (is it a .py file?)")
     module = importlib.util.module_from_spec(spec)
+    import_beside(path)  # its own modules, as `python file.py` finds them (also on Modal)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:

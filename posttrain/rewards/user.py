@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from posttrain.core.errors import RewardError
 from posttrain.core.paths import expand
+from posttrain.core.user_code import import_beside
 from posttrain.rewards.base import Reward, Scores
 
 _TRL_ARGS = frozenset(
@@ -61,6 +62,7 @@ def _load_file(path: Path, mtime_ns: int) -> Any:
     if spec is None or spec.loader is None:
         raise RewardError(f"reward file {path}: Python cannot load it (is it a .py file?)")
     module = importlib.util.module_from_spec(spec)
+    import_beside(path)  # its own modules, as `python file.py` finds them (also on Modal)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import BackendError
-from posttrain.core.paths import expand
 from posttrain.models.catalog import gpu_prices, parse_gpu
+from posttrain.runs.inputs import modal_inputs
 from posttrain.runs.layout import (
     EVENTS,
     FINAL_STATUSES,
@@ -145,24 +145,15 @@ class ModalBackend:
         self.sdk.FunctionCall.from_id(handle["call_id"]).cancel(terminate_containers=True)
 
     def _upload_inputs(self, spec: RunSpec, run_id: str, volume: Any) -> dict[str, Any]:
-        """Local files the spec names go to the Volume, under the run's inputs/; the remote
-        spec names them relative to the run directory, where the trainer starts."""
-        data = json.loads(spec.to_json())
-        uploads: list[tuple[Path, str]] = []
-        if spec.dataset.path:
-            local = expand(spec.dataset.path).resolve()
-            uploads.append((local, f"/{run_id}/inputs/{local.name}"))
-            data["dataset"]["path"] = f"inputs/{local.name}"
-        target, sep, fn_name = (spec.reward.name if spec.reward else "").rpartition(":")
-        if sep and target.endswith(".py"):
-            local = expand(target).resolve()
-            uploads.append((local, f"/{run_id}/inputs/{local.name}"))
-            data["reward"]["name"] = f"inputs/{local.name}:{fn_name}"
-        if uploads:
+        """Every local file the spec names goes to the Volume under the run's inputs/, or is
+        refused naming it (posttrain.runs.inputs); the remote spec names the uploads relative
+        to the run directory, where the trainer starts."""
+        inputs = modal_inputs(spec)
+        if inputs.uploads:
             with volume.batch_upload() as batch:
-                for local, remote in uploads:
-                    batch.put_file(str(local), remote)
-        return data
+                for upload in inputs.uploads:
+                    batch.put_file(str(upload.local), f"/{run_id}/{upload.remote}")
+        return inputs.spec
 
     # -- follow ---------------------------------------------------------------------------
     def sync(self, run_dir: Path, force: bool = False) -> bool:
