@@ -18,6 +18,7 @@ from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, Rewar
 from posttrain.models.calibration import fits
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.rewards.registry import get_reward
+from posttrain.runs.inputs import modal_inputs
 from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.spec.sweep import Sweep
@@ -241,13 +242,11 @@ def refuse_unreachable_judge(spec: RunSpec) -> None:
 def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
     """A local run of real weights starts only when the plan's own CPU estimate for its shape
     is within LOCAL_LIMIT_S and the weights are on this machine (packaged, a folder, a .gguf
-    file, or the Hugging Face cache); tiny-local and stand-ins always run here."""
+    file, or the Hugging Face cache); tiny-local and stand-ins always run here. A Modal run
+    starts only when every local file it names can be uploaded: never a model folder."""
     m, teacher = spec.model, spec.algorithm.teacher
-    if teacher and spec.compute.backend != "local" and _is_local_path(teacher):
-        raise ConfigError(
-            f"algorithm.teacher '{teacher}' is a folder on this machine, which the Modal "
-            f"function cannot read; name the teacher by its hub id or preset"
-        )
+    if spec.compute.backend == "modal":
+        modal_inputs(spec)  # every local file it names can go to the Volume: no model folder
     if spec.compute.backend != "local" or m.stand_in or m.random_weights:
         return
     if m.preset is not None and m.preset.hf_repo is None:
@@ -267,13 +266,6 @@ def refuse_local_weights(spec: RunSpec, cost: CostEstimate) -> None:
             f"(`smoke_run`, or `posttrain smoke SPEC`); to train {m.name} itself, set "
             f"compute.backend: modal"
         )
-
-
-def _is_local_path(name: str) -> bool:
-    from posttrain.core.paths import expand
-    from posttrain.models.catalog import get_preset
-
-    return get_preset(name) is None and expand(name).exists()
 
 
 def _weights_here(name: str) -> str | None:
@@ -315,9 +307,9 @@ def _refusal(spec: RunSpec, cost: CostEstimate) -> str | None:
     return None
 
 
-def _unlaunchable(cost: CostEstimate, refused: str, modal: CostEstimate) -> CostEstimate:
+def _unlaunchable(cost: CostEstimate, refused: str, modal: CostEstimate | None) -> CostEstimate:
     """A spec launch refuses is not priced as a run: it carries launch's refusal and, beside
-    it, what the same spec costs on Modal."""
+    it, what the same spec costs on Modal (None: it was aimed at Modal)."""
     zero = ("expected_s", "expected_high_s", "expected_usd", "expected_high_usd", "step_s")
     update: dict[str, Any] = {name: 0.0 for name in zero}
     update |= {n: 0.0 for n in ("run_s", "run_high_s", "run_usd", "run_high_usd")}
@@ -358,7 +350,8 @@ def plan(
         modal = spec.model_copy(
             update={"compute": spec.compute.model_copy(update={"backend": "modal"})}
         )
-        cost = _unlaunchable(cost, refused, estimate(modal, index))
+        elsewhere = None if spec.compute.backend == "modal" else estimate(modal, index)
+        cost = _unlaunchable(cost, refused, elsewhere)
     warnings: list[str] = [f"launch would answer: {refused}"] if refused else []
     try:  # the data's first rows, read cheaply: the columns the spec and its reward use
         check_data(spec)
