@@ -15,6 +15,7 @@ from typing import Any
 
 from posttrain.core.errors import ConfigError
 from posttrain.gpu.callback import ReportingCallback
+from posttrain.gpu.ranks import device_batch
 from posttrain.gpu.reporter import ROW, trace_steps
 from posttrain.gpu.trainers import (
     Job,
@@ -74,7 +75,7 @@ def run_distill(
     check_vocabularies(job.tokenizer, load_tokenizer(teacher), (spec.model.name, a.teacher or ""))
     dataset = Dataset.from_list([{"prompt": r["prompt"], ROW: i} for i, r in enumerate(job.rows)])
     config = DistillationConfig(
-        per_device_train_batch_size=a.batch_size,
+        per_device_train_batch_size=device_batch(a.batch_size),
         max_completion_length=a.max_completion_length,
         temperature=a.temperature,
         learning_rate=a.learning_rate,

@@ -15,6 +15,7 @@ from typing import Any
 from posttrain.core.errors import ConfigError
 from posttrain.gpu.callback import ReportingCallback
 from posttrain.gpu.pair_text import PairRenderer, decode_pair
+from posttrain.gpu.ranks import device_batch
 from posttrain.gpu.reporter import ROW, trace_steps
 from posttrain.gpu.trainers import (
     Job,
@@ -66,7 +67,7 @@ def dpo_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = T
     examples = pair_examples(job)
     limit = sft_max_length(spec)
     config = DPOConfig(
-        per_device_train_batch_size=a.batch_size,
+        per_device_train_batch_size=device_batch(a.batch_size),
         learning_rate=a.learning_rate,
         lr_scheduler_type=a.lr_scheduler,
         max_length=limit,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.gpu.reporter import Reporter
+from posttrain.spec.batch import per_device
 
 
 class SilentReporter(Reporter):
@@ -60,6 +61,17 @@ class _NoEvents:
 def rank() -> int:
     """This process's rank under torchrun/accelerate (0 when training alone)."""
     return int(os.environ.get("RANK", "0") or 0)
+
+
+def world_size() -> int:
+    """How many processes train together under torchrun/accelerate (1 when training alone)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def device_batch(batch: int, field: str = "algorithm.batch_size", groups: int = 1) -> int:
+    """This process's per_device_train_batch_size: its share of the spec's batch, which is the
+    batch of every process together (posttrain.spec.batch)."""
+    return per_device(batch, world_size(), field, groups)
 
 
 def leave() -> None:

@@ -18,7 +18,7 @@ from posttrain.core.errors import ConfigError
 from posttrain.data.toolcalls import as_text
 from posttrain.gpu.callback import ReportingCallback
 from posttrain.gpu.models import Device
-from posttrain.gpu.ranks import rank
+from posttrain.gpu.ranks import device_batch, rank
 from posttrain.gpu.reporter import (
     ROW,
     Reporter,
@@ -33,6 +33,8 @@ from posttrain.spec.schema import RunSpec
 
 SEQUENCE_OVERFLOW_TOLERANCE = 0.01  # share of SFT rows over max_length dropped, not refused
 TRAINED_TEXT_CHARS = 20_000  # a trace keeps at most this much of a row's training text
+# The spec field an SFT phase's batch comes from (the batch of all GPUs together)
+BATCH_FIELD = {"train": "algorithm.batch_size", "warmstart": "algorithm.warmstart.batch_size"}
 
 
 @dataclass
@@ -148,7 +150,7 @@ def sft_trainer(
     examples, described = sft_examples(job)
     job.reporter.log(f"{phase} SFT: {described}")
     config = SFTConfig(
-        per_device_train_batch_size=settings.batch_size,
+        per_device_train_batch_size=device_batch(settings.batch_size, BATCH_FIELD[phase]),
         learning_rate=settings.learning_rate,
         lr_scheduler_type=settings.scheduler,
         max_length=sft_max_length(spec),
@@ -280,7 +282,7 @@ def run_grpo(
     proof: bool = True,
 ) -> Any:
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     score_only_labelled_positions()  # the prompt's positions cost only time on the CPU
     spec, tokenizer, reporter = job.spec, job.tokenizer, job.reporter
@@ -308,24 +310,10 @@ def run_grpo(
         rows=job.rows,
         describe=describe,
     )
-    turns = {"max_tool_calling_iterations": spec.environment.max_turns} if env else {}
-    config = GRPOConfig(
-        per_device_train_batch_size=a.batch_size,
-        num_generations=a.num_generations,
-        max_completion_length=a.max_completion_length,
-        temperature=a.temperature,
-        learning_rate=a.learning_rate,
-        lr_scheduler_type=a.lr_scheduler,
-        beta=a.beta,
-        chat_template_kwargs=spec.model.template_kwargs(),
-        remove_unused_columns=False,
-        **turns,
-        **common_config(job, a.steps, save=True),
-    )
     trainer = GRPOTrainer(
         model=job.model_path,
         reward_funcs=[tracing],
-        args=config,
+        args=grpo_config(job),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(spec) if a.lora else None,
@@ -339,6 +327,30 @@ def run_grpo(
     silence_printer(trainer)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
+
+
+def grpo_config(job: Job) -> Any:
+    """TRL's GRPOConfig for the spec. Its batch is this process's share of the spec's (the
+    batch of all GPUs together, posttrain.spec.batch); TRL's generation batch, the share x the
+    process count, is then the spec's batch, whole prompt groups."""
+    from trl import GRPOConfig
+
+    spec, a = job.spec, job.spec.algorithm
+    environment = spec.environment
+    turns = {"max_tool_calling_iterations": environment.max_turns} if environment else {}
+    return GRPOConfig(
+        per_device_train_batch_size=device_batch(a.batch_size, groups=a.num_generations),
+        num_generations=a.num_generations,
+        max_completion_length=a.max_completion_length,
+        temperature=a.temperature,
+        learning_rate=a.learning_rate,
+        lr_scheduler_type=a.lr_scheduler,
+        beta=a.beta,
+        chat_template_kwargs=spec.model.template_kwargs(),
+        remove_unused_columns=False,
+        **turns,
+        **common_config(job, a.steps, save=True),
+    )
 
 
 def held_out(job: Job, phase: str) -> list[Any]:

@@ -21,6 +21,11 @@ class CostEstimate(BaseModel):
     backend: str
     gpu: str | None = Field(None, description="GPU type, e.g. H100 (None on the local backend).")
     gpu_count: int = 1
+    batch_per_gpu: int | None = Field(
+        None,
+        description="On several GPUs: each one's share of algorithm.batch_size, which is the "
+        "batch of all of them together (a step trains the spec's batch whatever the count).",
+    )
     usd_per_s: float = Field(0.0, description="Price of one GPU, $/s.")
     step_s: float = Field(description="Estimated seconds per training step.")
     warm_steps: int = Field(0, description="Warm-start (SFT) steps before training; 0: none.")

@@ -47,6 +47,7 @@ from posttrain.models.catalog import (
 )
 from posttrain.models.standin_shape import stand_in_for
 from posttrain.spec import bounds as spec_bounds
+from posttrain.spec.batch import per_device
 from posttrain.spec.bounds import check_template_kwargs, template_columns
 from posttrain.spec.keys import dry_run_key, gpu_of, shape_key
 
@@ -594,6 +595,15 @@ class RunSpec(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _batch_divides_among_gpus(self) -> RunSpec:
+        a, devices = self.algorithm, self.gpu_count
+        groups = a.num_generations if a.kind == "grpo" else 1
+        per_device(a.batch_size, devices, "algorithm.batch_size", groups)
+        if a.warmstart is not None:
+            per_device(a.warmstart.batch_size, devices, "algorithm.warmstart.batch_size")
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
@@ -628,6 +638,17 @@ class RunSpec(Strict):
     def gpu(self) -> str:
         """The GPU the run asks for (the preset's default when none is set)."""
         return gpu_of(self.model_dump(mode="json"))
+
+    @property
+    def gpu_count(self) -> int:
+        """How many GPUs train the run together: compute.gpu's count on Modal; 1 here."""
+        return 1 if self.compute.backend == "local" else parse_gpu(self.gpu)[1]
+
+    @property
+    def batch_per_gpu(self) -> int:
+        """Each GPU's share of algorithm.batch_size, the batch of all of them together
+        (posttrain.spec.batch)."""
+        return per_device(self.algorithm.batch_size, self.gpu_count)
 
     @property
     def shape(self) -> dict[str, Any]:

@@ -67,13 +67,16 @@ class StepEstimate:
 
 
 def tokens_per_step(spec: RunSpec) -> int:
+    """The tokens one GPU trains on a step: its share of the batch (the spec's batch is that of
+    all GPUs together, posttrain.spec.batch), each prompt and completion."""
     a = spec.algorithm
     prompt = min(PROMPT_TOKENS_GUESS, a.max_prompt_length)
-    return a.batch_size * (prompt + a.max_completion_length)
+    return spec.batch_per_gpu * (prompt + a.max_completion_length)
 
 
 def model_step_s(spec: RunSpec, gpu: str) -> float:
-    """The calibrated step model for one GPU of this type."""
+    """The calibrated step model for one GPU of this type, on its share of the batch (under
+    data parallel the GPUs step together; posttrain.tools.plan adds their all-reduce)."""
     fit = fitted()
     a = spec.algorithm
     name = spec.model.name

@@ -19,6 +19,7 @@ from posttrain.models.calibration import fits
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.rewards.registry import get_reward
 from posttrain.runs.inputs import modal_inputs
+from posttrain.spec.batch import split_text
 from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.spec.sweep import Sweep
@@ -34,7 +35,9 @@ from posttrain.tools.sweeps import (
     total_cost,
 )
 
-MULTI_GPU_OVERHEAD = 1.1  # data parallel: each GPU trains its own batch, plus all-reduce
+# Data parallel: each GPU steps on its share of the batch (posttrain.spec.batch), and waits
+# for the slowest and for the gradients' all-reduce. A guess; the GPU bench measures it.
+MULTI_GPU_OVERHEAD = 1.1
 # The longest a local run of real weights may be estimated to take (its upper estimate):
 # this machine runs one trainer at a time, and a GPU does such a run in minutes.
 LOCAL_LIMIT_S = 2 * 3600
@@ -85,7 +88,8 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
     local = spec.compute.backend == "local"
     gpu, count = (None, 1) if local else parse_gpu(spec.gpu)
     price = 0.0 if local or gpu is None else gpu_prices()[gpu]
-    step = se.step_s * (MULTI_GPU_OVERHEAD if count > 1 else 1.0)
+    # a finished run of this shape (its GPU count included) measured its GPUs' waits already
+    step = se.step_s * (MULTI_GPU_OVERHEAD if count > 1 and not se.runs_used else 1.0)
     warm = (a.warmstart.steps if a.warmstart else 0) * se.warm_step_s
     training = a.steps * step + warm
     expected = se.startup_s + training
@@ -98,6 +102,7 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         backend=spec.compute.backend,
         gpu=gpu,
         gpu_count=count,
+        batch_per_gpu=spec.batch_per_gpu if count > 1 else None,
         usd_per_s=price,
         step_s=round(step, 3),
         warm_steps=a.warmstart.steps if a.warmstart else 0,
@@ -162,6 +167,8 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
         return f"Cannot launch as written: {cost.refused}.{other}"
     where = "this machine" if cost.gpu is None else f"{cost.gpu_count}x {cost.gpu}"
     per_step = f"{cost.step_s:.2f} s a step"
+    if cost.batch_per_gpu:  # the spec's batch is that of all GPUs together
+        per_step += f" of {split_text(cost.batch_per_gpu * cost.gpu_count, cost.gpu_count)}"
     if cost.warm_steps:
         per_step += f", after {cost.warm_steps} warm-start steps at {cost.warm_step_s:.2f} s"
     all_runs = f" for all {runs} runs" if runs > 1 else ""
@@ -369,7 +376,7 @@ def plan(
             spec.gpu,
             a.lora is not None,
             a.max_completion_length,
-            a.batch_size,
+            spec.batch_per_gpu,  # what one GPU holds
             prompt_tokens=prompt,
             kind=a.kind,
             teacher_params=teacher_params(spec),
