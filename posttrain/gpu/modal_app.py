@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -129,20 +127,10 @@ def run_training(run_id: str, spec_json: str, gpu_count: int = 1, run_json: str 
         (run_dir / RUN_META).write_text(run_json, encoding="utf-8")
     # The spec names uploaded inputs relative to the run directory (inputs/...).
     with contextlib.chdir(run_dir), VolumeCommitter():
-        if gpu_count > 1:
-            command = [
-                sys.executable,
-                "-m",
-                "accelerate.commands.launch",
-                "--num_processes",
-                str(gpu_count),
-                "--multi_gpu",
-                "-m",
-                "posttrain.gpu.train",
-                str(run_dir),
-            ]
-            code = subprocess.run(command, check=False).returncode
-            return "succeeded" if code == 0 else "failed"
+        if gpu_count > 1:  # one process a GPU: posttrain.gpu.data_parallel
+            from posttrain.gpu.data_parallel import train_data_parallel
+
+            return train_data_parallel(run_dir, gpu_count)
         return train(run_dir)
 
 
