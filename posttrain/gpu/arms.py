@@ -33,7 +33,7 @@ def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:
     spec = load_spec(run_dir / SPEC)
     base_path = start_model(run_dir, spec)
     device = Device.detect()
-    model = AutoModelForCausalLM.from_pretrained(str(base_path), **device.model_kwargs())
+    model = AutoModelForCausalLM.from_pretrained(str(base_path), **device.model_kwargs("frozen"))
     model.to("cuda" if device.cuda else "cpu")
     return (
         model,
@@ -108,7 +108,7 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         from posttrain.gpu.models import Device
 
         trained_model = AutoModelForCausalLM.from_pretrained(
-            str(run_dir / "final"), **Device.detect().model_kwargs()
+            str(run_dir / "final"), **Device.detect().model_kwargs("frozen")
         ).to(model.device)
     trained = one_pass(trained_model, int(job["trained_seed"]))
     return {

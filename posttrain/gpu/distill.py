@@ -82,7 +82,7 @@ def run_distill(
         lr_scheduler_type=a.lr_scheduler,
         chat_template_kwargs=spec.model.template_kwargs(),
         # TRL reads the teacher's dtype by name (getattr(torch, name)), the student's as a dtype
-        teacher_model_init_kwargs={"dtype": "bfloat16" if job.device.bf16 else "float32"},
+        teacher_model_init_kwargs={"dtype": job.device.dtype("frozen")},
         remove_unused_columns=False,
         **common_config(job, a.steps, save=True),
     )

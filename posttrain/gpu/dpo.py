@@ -93,6 +93,7 @@ def dpo_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = T
         peft_config=lora_config(spec) if a.lora else None,
         callbacks=[callback, *held_out(job, "train"), *extra_callbacks],
     )
+    job.device.hold_reference_frozen(trainer)  # a full fine-tune's copy: TRL loaded it in fp32
     silence_printer(trainer)
     kept = trainer.train_dataset
     if len(kept) < len(examples):

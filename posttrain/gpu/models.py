@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.paths import expand
+from posttrain.models.precision import Dtype, Role, weights_dtype
 from posttrain.runs.layout import RUN_META, check_run_id, read_json
 from posttrain.spec.schema import RunSpec
 
@@ -32,13 +33,30 @@ class Device:
         return cls(False, False, f"cpu, {torch.get_num_threads()} thread(s), nice {os.nice(0)}")
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way.
+        # TRL 1.16 defaults to bf16, which fails on a CPU: say so explicitly either way. With
+        # bf16 the trainer autocasts the compute; the weights keep their loaded dtype.
         return {"use_cpu": not self.cuda, "bf16": self.bf16, "fp16": False}
 
-    def model_kwargs(self) -> dict[str, Any]:
+    def dtype(self, role: Role) -> Dtype:
+        """The dtype a model of this role loads in here (posttrain.models.precision decides)."""
+        return weights_dtype(role, self.bf16)
+
+    def model_kwargs(self, role: Role) -> dict[str, Any]:
+        """from_pretrained's kwargs for a model of this role: a full fine-tune's fp32 master
+        weights, LoRA's bf16 base, a frozen model's bf16 (all fp32 without bf16)."""
         import torch
 
-        return {"dtype": torch.bfloat16 if self.bf16 else torch.float32}
+        return {"dtype": getattr(torch, self.dtype(role))}
+
+    def hold_reference_frozen(self, trainer: Any) -> None:
+        """TRL builds a full fine-tune's reference model (GRPO with beta > 0, DPO) from the
+        policy's model_init_kwargs, so in fp32: cast it to the frozen dtype, as the memory
+        estimate counts it. LoRA has none (its reference is the base, adapter off)."""
+        reference = getattr(trainer, "ref_model", None)
+        if reference is not None:
+            import torch
+
+            reference.to(getattr(torch, self.dtype("frozen")))
 
 
 def resolve_model(spec: RunSpec) -> str:

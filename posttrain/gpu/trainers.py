@@ -27,6 +27,7 @@ from posttrain.gpu.reporter import (
     trace_steps,
 )
 from posttrain.gpu.trl_cpu import score_only_labelled_positions
+from posttrain.models.precision import trained_role
 from posttrain.rewards.base import Reward
 from posttrain.rewards.guards import score_rows
 from posttrain.spec.schema import RunSpec
@@ -89,7 +90,10 @@ def common_config(job: Job, steps: int, save: bool) -> dict[str, Any]:
         "disable_tqdm": True,
         "seed": a.seed,
         "gradient_checkpointing": recompute_activations(job),
-        "model_init_kwargs": job.device.model_kwargs(),
+        # fp32 master weights for a full fine-tune, LoRA's base in bf16 (models.precision)
+        "model_init_kwargs": job.device.model_kwargs(
+            trained_role(job.spec.algorithm.lora is not None)
+        ),
         **job.device.trainer_kwargs(),
     }
 
@@ -324,6 +328,7 @@ def run_grpo(
         ],
         **env,
     )
+    job.device.hold_reference_frozen(trainer)  # beta > 0, full fine-tune: TRL loaded it in fp32
     silence_printer(trainer)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
