@@ -31,6 +31,7 @@ from typing import Literal
 
 from posttrain.models.catalog import (
     GPU_MEMORY_GB,
+    LORA_RANK,
     Preset,
     get_preset,
     gpu_perf,
@@ -306,13 +307,25 @@ def fits(
     prompt_tokens: int = 128,
     kind: str = "grpo",
     teacher_params: int = 0,
+    beta: float = 0.0,
+    lora_rank: int = LORA_RANK,
 ) -> dict:
     """Whether a preset fits a GPU spec ('H100:2' shares nothing: each GPU holds a replica):
-    the counted memory times the allocator factor fitted here."""
+    the counted memory times the allocator factor fitted here. beta: GRPO's KL weight (a
+    full fine-tune then holds a reference model)."""
     name, _ = parse_gpu(gpu)
     factor = fitted().allocator_factor
     need = memory_estimate_gb(
-        preset, lora, prompt_tokens, completion_tokens, batch, kind, factor, teacher_params
+        preset,
+        lora,
+        prompt_tokens,
+        completion_tokens,
+        batch,
+        kind,
+        factor,
+        teacher_params,
+        beta=beta,
+        lora_rank=lora_rank,
     )
     have = GPU_MEMORY_GB.get(name)  # None: a type from a price override, memory unknown
     fits = None if have is None else need <= have

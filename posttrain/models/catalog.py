@@ -28,6 +28,7 @@ from typing import Any
 
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import expand
+from posttrain.models.precision import trained_param_bytes, weight_bytes
 
 PRICES_AS_OF = "2026-11"
 GPU_PRICE_USD_PER_S: dict[str, float] = {
@@ -294,6 +295,29 @@ def priced_as(kind: str) -> tuple[str, float]:
     return kind, 1.0
 
 
+LORA_RANK = 16  # the spec's default rank: adapters on every linear layer (all-linear)
+
+
+def lora_params(preset: Preset, rank: int = LORA_RANK) -> int:
+    """Parameters of LoRA adapters of this rank on every linear layer of every block (peft's
+    all-linear: attention and MLP projections, not the LM head): rank x (in + out) each. A
+    spec naming fewer target modules trains fewer: this is the most."""
+    h, inter = preset.hidden_size, preset.intermediate_size
+    q, kv = (
+        preset.num_attention_heads * preset.head_dim,
+        preset.num_key_value_heads * preset.head_dim,
+    )
+    per_layer = (h + q) + 2 * (h + kv) + (q + h) + 2 * (h + inter) + (inter + h)
+    return rank * per_layer * preset.num_hidden_layers
+
+
+def holds_reference(kind: str, lora: bool, beta: float) -> bool:
+    """Whether the trainer loads a second, frozen copy of the model as its reference: a full
+    fine-tune's GRPO with a KL term (beta > 0) and its DPO (TRL's GRPOTrainer and DPOTrainer
+    build it from the policy's weights). LoRA's reference is the base with the adapter off."""
+    return not lora and (kind == "dpo" or (kind == "grpo" and beta > 0))
+
+
 def memory_estimate_gb(
     preset: Preset,
     lora: bool,
@@ -303,32 +327,41 @@ def memory_estimate_gb(
     kind: str,
     allocator_factor: float,
     teacher_params: int = 0,
+    beta: float = 0.0,
+    lora_rank: int = LORA_RANK,
 ) -> float:
-    """Peak GPU memory of a training step with gradient checkpointing (TRL's default).
+    """Peak GPU memory of a training step with gradient checkpointing (TRL's default), each
+    model in the dtype posttrain.models.precision gives it on a GPU with bf16.
 
-    bf16 weights are 2 bytes a parameter. A full fine-tune adds fp32 master weights, Adam's
-    two moments and bf16 gradients (14 bytes a parameter); LoRA trains ~1% of that. With
-    checkpointing, each layer keeps its input (2 bytes x batch x sequence x hidden) and one
-    layer at a time is recomputed whole (~34 bytes x batch x sequence x hidden, no attention
-    matrix with SDPA). GRPO's generation holds a KV cache; DPO's batch holds both answers of
-    each pair, and a full fine-tune's reference is a second copy of the weights. TRL computes
-    log-probabilities in chunks, so the logits are not counted. On top: torch's caching
-    allocator, a factor fitted to the measured SFT peak (posttrain/models/calibration.py;
-    `calibration.fits` passes it).
+    Model state: a full fine-tune holds fp32 master weights, their fp32 gradients and Adam's
+    two fp32 moments (16 bytes a parameter; autocast's bf16 copies of the weights live only
+    during the forward pass, while no gradient does). LoRA holds the frozen base in bf16
+    (2 bytes a parameter) and its adapters as a full fine-tune holds its weights. A reference
+    model (holds_reference) and a distillation teacher are frozen, in bf16.
+    With checkpointing, each layer keeps its input (2 bytes x batch x sequence x hidden) and
+    one layer at a time is recomputed whole (~34 bytes x batch x sequence x hidden, no
+    attention matrix with SDPA). GRPO's generation holds a KV cache; DPO's batch holds both
+    answers of each pair. TRL computes log-probabilities in chunks, so the logits are not
+    counted. On top: torch's caching allocator, a factor fitted to the measured SFT peak
+    (posttrain/models/calibration.py; `calibration.fits` passes it).
     """
     sequence = prompt_tokens + completion_tokens
     tokens = batch * sequence
-    h, layers = preset.hidden_size, preset.num_hidden_layers
-    weights = 2 * preset.n_params
-    training = (0.01 if lora else 1.0) * 14 * preset.n_params
+    h, layers, n = preset.hidden_size, preset.num_hidden_layers, preset.n_params
+    if lora:
+        state = weight_bytes("lora") * n + trained_param_bytes() * lora_params(preset, lora_rank)
+    else:
+        state = trained_param_bytes() * n
+    frozen = weight_bytes("frozen")
+    state += frozen * teacher_params  # a distillation teacher's weights
+    if holds_reference(kind, lora, beta):
+        state += frozen * n
     activations = 2 * tokens * h * layers + 34 * tokens * h
     kv = 2 * layers * preset.num_key_value_heads * preset.head_dim * tokens * 2
     kv = kv if kind in ("grpo", "distill") else 0  # both generate
-    weights += 2 * teacher_params  # a distillation teacher's bf16 weights, frozen
-    if kind == "dpo":  # both answers in one batch; a full fine-tune's reference is a copy
+    if kind == "dpo":  # both answers in one batch
         activations *= DPO_SEQUENCES
-        weights += 0 if lora else 2 * preset.n_params
-    return allocator_factor * (weights + training + activations + kv) / 1e9
+    return allocator_factor * (state + activations + kv) / 1e9
 
 
 # --- Families: what a tokenizer, a chat template and a stand-in model are chosen by --------

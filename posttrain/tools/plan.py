@@ -380,6 +380,8 @@ def plan(
             prompt_tokens=prompt,
             kind=a.kind,
             teacher_params=teacher_params(spec),
+            beta=a.beta,  # a full fine-tune's GRPO then holds a reference model
+            lora_rank=a.lora.r if a.lora else 0,
         )
         peaks = [m["peak_memory_gb"] for m in index.measured(spec.shape) if m["peak_memory_gb"]]
         if peaks:
