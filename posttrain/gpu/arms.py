@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.gpu.generate import preference_margins, reference_nll, sample
+from posttrain.gpu.generate import sample
+from posttrain.gpu.likelihood import preference_margins, reference_nll
 
 
 def load_arms(run_dir: Any) -> tuple[Any, Any, bool]:

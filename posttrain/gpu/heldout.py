@@ -37,7 +37,8 @@ class HeldOutEval(TrainerCallback):
         if rank() != 0 or model is None or step in self._done:
             return
         self._done.add(step)
-        from posttrain.gpu.generate import reference_nll, sample
+        from posttrain.gpu.generate import sample
+        from posttrain.gpu.likelihood import reference_nll
         from posttrain.rewards.base import graded_mean
         from posttrain.rewards.guards import score_rows
 
