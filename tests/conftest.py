@@ -49,6 +49,46 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
+@pytest.fixture(scope="session")
+def modal_platform(tmp_path_factory):
+    """One fake Modal control plane per test process (tests/modal_fake), posttrain's app
+    deployed there once by the SDK's own deploy path: the real modal SDK talks to it over gRPC
+    and HTTP. Once per process because the SDK keeps one client a process, bound to the
+    server's address, and the objects a deploy hydrated (Volumes, secrets, functions)."""
+    from tests.modal_fake import FakeModal
+
+    fake = FakeModal(tmp_path_factory.mktemp("modal")).start()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in fake.env().items():
+            patch.setenv(key, value)
+        from posttrain.gpu import modal_app
+
+        modal_app.app.deploy()
+    deployed = fake.snapshot()
+    yield fake, deployed
+    fake.stop()
+
+
+@pytest.fixture
+def modal_fake(modal_platform, monkeypatch):
+    """The fake Modal as deployed, the SDK pointed at it; every container a test started is
+    stopped after it, and what it changed (apps, tags, Volumes, secrets) is put back."""
+    fake, deployed = modal_platform
+    fake.restore(deployed)
+    for key, value in fake.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("POSTTRAIN_COMMIT_EVERY_S", "1")  # the containers' commits, for tests
+    yield fake
+    fake.restore(deployed)
+
+
+@pytest.fixture
+def no_modal_token(monkeypatch):
+    """The real modal SDK with no token of any account (none here, nor in CI)."""
+    for key in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_SERVER_URL"):
+        monkeypatch.delenv(key, raising=False)
+
+
 def wait_for(predicate, timeout_s: float, every_s: float = 0.5):
     """Poll until predicate() returns a truthy value; fail after timeout_s (no bare sleeps)."""
     import time
