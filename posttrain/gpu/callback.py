@@ -11,7 +11,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from posttrain.gpu.ranks import rank
 from posttrain.gpu.reporter import Reporter, TracingReward
+from posttrain.runs.layout import SAVING
 
 # Trainer log keys -> our metric names (TRL GRPO, SFT and DPO).
 METRIC_KEYS = {
@@ -79,6 +81,8 @@ class ReportingCallback(TrainerCallback):
             self.reporter.log(f"{why}: stopping after step {state.global_step}")
             control.should_training_stop = True
             control.should_save = True
+        if control.should_save and rank() == 0:  # a Volume commit waits until on_save
+            (self.reporter.run_dir / SAVING).write_text(f"checkpoint {state.global_step}\n")
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -102,6 +106,8 @@ class ReportingCallback(TrainerCallback):
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if path.exists():
             self.reporter.checkpoint(state.global_step, path)
+        if rank() == 0:
+            (self.reporter.run_dir / SAVING).unlink(missing_ok=True)
 
 
 def agreed(flag: bool) -> bool:

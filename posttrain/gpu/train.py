@@ -13,6 +13,7 @@ chat template, prompts over the length limit, a reward that is constant on the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ from typing import Any
 
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import Prepared, prepare
+from posttrain.gpu.committer import saving
 from posttrain.gpu.models import Device, base_model
 from posttrain.gpu.phases import train_phase
 from posttrain.gpu.ranks import SilentReporter, leave, rank
@@ -238,9 +240,10 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
 
     reporter.stage("saving")
     final = run_dir / "final"
-    trainer.save_model(str(final))  # the main process only, under data parallel
-    if rank() == 0:
-        tokenizer.save_pretrained(str(final))
+    with saving(run_dir) if rank() == 0 else contextlib.nullcontext():
+        trainer.save_model(str(final))  # the main process only, under data parallel
+        if rank() == 0:
+            tokenizer.save_pretrained(str(final))
     step = trainer.state.global_step
     reporter.checkpoint(step, final)
     if reporter.timed_out and step < a.steps:
@@ -302,9 +305,10 @@ def finish_from(checkpoint: Path, run_dir: Path, tokenizer: Any, reporter: Repor
     reporter.stage("saving")
     final = run_dir / "final"
     if rank() == 0:
-        shutil.rmtree(final, ignore_errors=True)
-        shutil.copytree(checkpoint, final, ignore=shutil.ignore_patterns(*TRAINING_STATE))
-        tokenizer.save_pretrained(str(final))
+        with saving(run_dir):
+            shutil.rmtree(final, ignore_errors=True)
+            shutil.copytree(checkpoint, final, ignore=shutil.ignore_patterns(*TRAINING_STATE))
+            tokenizer.save_pretrained(str(final))
     reporter.checkpoint(step, final)
     reporter.result("succeeded", step=step, path="final")
     return "succeeded"

@@ -38,7 +38,11 @@
       stdout.log          the trainer's own output (local backend)
       process.json        the local supervisor's pid, the trainer's pid and exit code
       cancel.request      present once someone asked the run to stop
-      timeout.request     present once the local supervisor stopped the run at its timeout
+      timeout.request     present once the run's timeout asked it to stop (the local
+                          supervisor, or on Modal the run's own deadline: gpu/attempts.py)
+      saving              present while a checkpoint or final/ is being written: a Volume
+                          commit waits for it to go (a commit never holds half a checkpoint)
+      starts.json         on Modal: when each start of the run's container began
 
 A line is written with one append, so a reader sees whole lines; a process killed mid-write
 can leave a torn last line, which readers skip and report and writers close with a newline.
@@ -63,7 +67,8 @@ from posttrain.core.secrets import redact, redact_value, secret_values
 
 EVENTS, RUN_META, SPEC, HOLDOUT = "events.jsonl", "run.json", "spec.json", "holdout.jsonl"
 CANCEL_REQUEST, STDOUT, PROCESS = "cancel.request", "stdout.log", "process.json"
-TIMEOUT_REQUEST = "timeout.request"  # the local supervisor's: compute.timeout_s has passed
+TIMEOUT_REQUEST = "timeout.request"  # compute.timeout_s has passed: stop after this step
+SAVING = "saving"  # a checkpoint or final/ is being written
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 
@@ -91,6 +96,14 @@ def run_dir(run_id: str, root: Path | None = None, must_exist: bool = True) -> P
     if must_exist and not (path / RUN_META).is_file():
         raise NotFoundError(f"no run '{run_id}'; list runs with `posttrain run list`")
     return path
+
+
+def billed_usd_per_s(meta: dict[str, Any]) -> float:
+    """What a second of the run costs, from its run.json: its container's every charge (GPUs,
+    CPU cores, memory), or, for a run launched before those were recorded, its GPUs'."""
+    if meta.get("container_usd_per_s"):
+        return float(meta["container_usd_per_s"])
+    return float(meta.get("usd_per_s") or 0.0) * int(meta.get("gpu_count") or 1)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
