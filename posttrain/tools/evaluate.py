@@ -18,8 +18,9 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import ExperimentResult, compare, store_comparison
 from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
-from posttrain.models.catalog import gpu_prices
-from posttrain.runs.layout import RUN_META, read_json
+from posttrain.models.catalog import shape_of
+from posttrain.models.container import container_for, worst_case_s
+from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
 from posttrain.tools.context import Context
@@ -60,7 +61,10 @@ def _cost(run_dirs: list[Path]) -> tuple[str | None, float]:
     if (meta.get("backend") or "local") == "local":
         return None, 0.0
     gpu = meta.get("gpu") or "H100"
-    return gpu, round(EVAL_TIMEOUT_S * gpu_prices()[gpu] * len(run_dirs), 2)
+    model = (read_json(run_dirs[0] / SPEC).get("model") or {}).get("name") or ""
+    shape = shape_of(model)
+    container = container_for(gpu, 1, shape and shape.n_params)  # GPU, CPU cores, memory
+    return gpu, round(worst_case_s(EVAL_TIMEOUT_S) * container.usd_per_s * len(run_dirs), 2)
 
 
 def _judge_share(

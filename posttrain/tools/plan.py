@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, RewardError
 from posttrain.models.calibration import fits
-from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
+from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu, shape_of
+from posttrain.models.container import container_for, worst_case_s
 from posttrain.rewards.registry import get_reward
 from posttrain.runs.inputs import modal_inputs
 from posttrain.spec.batch import split_text
@@ -88,13 +89,16 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
     local = spec.compute.backend == "local"
     gpu, count = (None, 1) if local else parse_gpu(spec.gpu)
     price = 0.0 if local or gpu is None else gpu_prices()[gpu]
+    shape = shape_of(spec.model.name)
+    container = None if gpu is None else container_for(gpu, count, shape and shape.n_params)
     # a finished run of this shape (its GPU count included) measured its GPUs' waits already
     step = se.step_s * (MULTI_GPU_OVERHEAD if count > 1 and not se.runs_used else 1.0)
     warm = (a.warmstart.steps if a.warmstart else 0) * se.warm_step_s
     training = a.steps * step + warm
     expected = se.startup_s + training
     high = se.startup_s * 1.5 + training * se.factor
-    usd_per_s = price * count
+    usd_per_s = container.usd_per_s if container else 0.0  # GPUs, CPU cores and memory
+    worst_s = worst_case_s(timeout) if container else timeout
     stop_step = None
     if expected > timeout:
         stop_step = min(a.steps, max(0, int((timeout - se.startup_s - warm) / step)))
@@ -104,6 +108,10 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         gpu_count=count,
         batch_per_gpu=spec.batch_per_gpu if count > 1 else None,
         usd_per_s=price,
+        cpu_cores=container.cores if container else 0.0,
+        memory_gib=container.memory_gib if container else 0,
+        container_usd_per_s=round(usd_per_s, 8),
+        worst_case_s=worst_s,
         step_s=round(step, 3),
         warm_steps=a.warmstart.steps if a.warmstart else 0,
         warm_step_s=round(se.warm_step_s, 3) if a.warmstart else 0.0,
@@ -117,7 +125,7 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
         run_high_usd=round(high * usd_per_s, 2),
         stop_step=stop_step,
         timeout_s=timeout,
-        worst_case_usd=round(timeout * usd_per_s, 2),
+        worst_case_usd=round(worst_s * usd_per_s, 2),
         basis=se.basis,
         runs_used=se.runs_used,
         timeout_note=_timeout_note(
@@ -174,7 +182,7 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
     all_runs = f" for all {runs} runs" if runs > 1 else ""
     free = cost.usd_per_s == 0 and not cost.judge
     if cost.stop_step is not None:
-        spent = "" if free else f", having spent about ${cost.worst_case_usd:.2f}{all_runs}"
+        spent = "" if free else f", having spent about ${cost.expected_usd:.2f}{all_runs}"
         finish = "" if free else f" and ${cost.run_usd:.2f}"
         finish_high = "" if free else f" and ${cost.run_high_usd:.2f}"
         raise_to = math.ceil(cost.run_high_s / 60) * 60
@@ -197,7 +205,7 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
             f"estimated {_min(cost.run_s)} and ${cost.run_usd:.2f}{all_runs} on {where} "
             f"({per_step}), up to {_min(cost.run_high_s)} and "
             f"${cost.run_high_usd:.2f}; at most ${cost.worst_case_usd:.2f} (its whole "
-            f"{_min(cost.timeout_s)} timeout)"
+            f"{_min(cost.timeout_s)} timeout{_restarts(cost)})"
         )
     if judge := cost.judge:  # its share, beside the GPU's
         text += (
@@ -207,6 +215,17 @@ def price_text(cost: CostEstimate, steps: int, runs: int = 1) -> str:
             f"{judge['price_source']})"
         )
     return f"{text}; it is {cost.timeout_note}" if cost.timeout_note else text
+
+
+def _restarts(cost: CostEstimate) -> str:
+    """What the worst case counts beyond the timeout, on Modal."""
+    if not cost.cpu_cores:
+        return ""
+    starts = cost.worst_case_s - cost.timeout_s
+    return (
+        f" and two container starts ({starts:.0f} s: Modal's restarts resume inside the "
+        f"timeout), {cost.cpu_cores:g} CPU cores and {cost.memory_gib} GiB of memory included"
+    )
 
 
 def _timeout_note(

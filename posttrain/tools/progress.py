@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from posttrain.runs.layout import billed_usd_per_s
+
 PROJECTION_WINDOW = 10  # the last steps whose times project the rest
 OVER_ESTIMATE = 2.0  # a projection this many times the approved estimate is a health warning
 
@@ -61,7 +63,7 @@ def project(
         return None
     now = now or time.time()
     start = meta.get("created_at") or row.get("created_at") or now
-    usd_per_s = float(meta.get("usd_per_s") or 0.0) * int(meta.get("gpu_count") or 1)
+    usd_per_s = billed_usd_per_s(meta)
     approved = meta.get("expected_usd")
     timeout_at = start + timeout_s if timeout_s else None
     train_s = _median_recent(metrics, "train")

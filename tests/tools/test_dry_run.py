@@ -179,14 +179,12 @@ def test_get_run_says_what_the_dry_run_proved_and_that_its_rewards_mean_nothing(
 
 
 def test_the_launch_question_then_says_the_spec_passed_a_dry_run(
-    grpo_dry_run, user_project, tmp_path
+    grpo_dry_run, user_project, modal_fake
 ):
-    from posttrain.runs.modal_backend import ModalBackend
     from posttrain.tools.context import Context
-    from tests import modal_double
 
     _, detail = grpo_dry_run
-    ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(tmp_path))})
+    ctx = Context()
     asked_at = time.time()
     asked = human_question(grpo_spec(user_project), ctx=ctx)
     said = re.search(rf"Dry run: passed (\d+) min ago \({detail.run_id}\)\.", asked or "")

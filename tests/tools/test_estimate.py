@@ -15,13 +15,11 @@ from mcp import Client
 
 from posttrain.core.errors import BackendError
 from posttrain.models.calibration import MEASUREMENTS, fitted
-from posttrain.runs.modal_backend import ModalBackend
 from posttrain.server.app import build_server
 from posttrain.tools.context import Context
 from posttrain.tools.launch import human_question, launch
 from posttrain.tools.plan import plan
 from posttrain.tools.progress import over_estimate, project
-from tests import modal_double
 from tests.conftest import ROOT, wait_finished
 from tests.specs import tiny
 
@@ -111,7 +109,7 @@ def test_a_price_file_with_a_new_gpu_type_does_not_crash(home, tmp_path, monkeyp
     assert any("memory of a B200 is not in posttrain's table" in w for w in result.warnings)
 
 
-def test_a_run_likely_to_hit_its_timeout_is_warned_and_the_human_told(home, monkeypatch):
+def test_a_run_likely_to_hit_its_timeout_is_warned_and_the_human_told(home, modal_fake):
     long = {**GRPO_06B, "compute": {"backend": "modal", "gpu": "H200", "timeout_s": 600}}
     result = plan(long)
     note = result.cost.timeout_note
@@ -120,8 +118,7 @@ def test_a_run_likely_to_hit_its_timeout_is_warned_and_the_human_told(home, monk
         result.warnings[0].startswith("Its timeout stops it")
         and "step 17 of 100" in (result.warnings[0])
     )
-    ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(home / "vol"))})
-    asked = human_question(long, ctx=ctx)
+    asked = human_question(long, ctx=Context())
     assert asked is not None and asked.startswith(result.cost.summary)
 
 
@@ -180,8 +177,10 @@ MODAL_SPEC = {
 
 
 @pytest.mark.parametrize("mode", ("legacy", "2026-07-28"))
-def test_without_a_modal_token_mcp_launch_fails_at_once_with_no_token_or_question(home, mode):
-    ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(home / "vol", token=False))})
+def test_without_a_modal_token_mcp_launch_fails_at_once_with_no_token_or_question(
+    home, mode, no_modal_token
+):
+    ctx = Context()
     asked = []
 
     async def elicit(context, params):
@@ -199,8 +198,8 @@ def test_without_a_modal_token_mcp_launch_fails_at_once_with_no_token_or_questio
     assert _tokens_issued(home) == 0
 
 
-def test_without_a_modal_token_the_tool_raises_before_issuing_a_token(home):
-    ctx = Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(home / "vol", token=False))})
+def test_without_a_modal_token_the_tool_raises_before_issuing_a_token(home, no_modal_token):
+    ctx = Context()
     assert human_question(MODAL_SPEC, ctx=ctx) is None
     t = time.perf_counter()
     with pytest.raises(BackendError, match="Modal is not configured"):

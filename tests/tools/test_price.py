@@ -9,11 +9,9 @@ import sys
 import pytest
 
 from posttrain.core.errors import BudgetError, ConfigError
-from posttrain.runs.modal_backend import ModalBackend
 from posttrain.tools.context import Context
 from posttrain.tools.launch import human_question, launch
 from posttrain.tools.plan import plan
-from tests import modal_double
 from tests.conftest import EXAMPLES, ROOT
 
 # The issue's spec: Qwen3-4B GRPO, 300 steps, one H100, a one-hour timeout.
@@ -37,50 +35,55 @@ def with_compute(**compute) -> dict:
 
 
 @pytest.fixture
-def modal_ctx(home):
-    return Context(backends={"modal": ModalBackend(sdk=modal_double.sdk(home / "vol"))})
+def modal_ctx(home, modal_fake):
+    """A context whose Modal backend is the real SDK, talking to the fake Modal."""
+    return Context()
 
 
 def test_a_run_its_timeout_stops_is_priced_whole_and_the_stop_is_said_first(home, modal_ctx):
     result = plan(QWEN3_4B)
     cost = result.cost
     assert cost.stop_step == 98
-    assert (cost.worst_case_usd, cost.expected_usd) == (
-        3.95,
-        3.95,
-    )  # what the timeout lets it spend
-    assert (cost.run_usd, cost.run_high_usd) == (11.63, 28.88)  # what finishing needs
+    # what the timeout lets it spend; the most it can cost adds two container starts (180 s)
+    assert (cost.expected_usd, cost.worst_case_usd) == (4.51, 4.73)
+    assert cost.container_usd_per_s == pytest.approx(0.001097 + 4 * 0.0000131 + 46 * 0.00000222)
+    assert cost.worst_case_usd == round((3600 + 180) * cost.container_usd_per_s, 2)
+    assert (cost.run_usd, cost.run_high_usd) == (13.27, 32.95)  # what finishing needs
     assert round(cost.run_s / 60, 1) == 176.7
     assert cost.summary.startswith(
         "Its timeout stops it: compute.timeout_s 3600 (60.0 min) ends the run at about step 98 "
-        "of 300, having spent about $3.95 on 1x H100. Finishing needs about 176.7 min and $11.63"
+        "of 300, having spent about $4.51 on 1x H100. Finishing needs about 176.7 min and $13.27"
     )
     assert result.warnings[0] == cost.summary
     asked = human_question(QWEN3_4B, ctx=modal_ctx)
     assert asked.startswith(cost.summary)
-    assert "anyway, to be stopped at step 98, for at most $3.95?" in asked
+    assert "anyway, to be stopped at step 98, for at most $4.73?" in asked
 
 
 def test_a_run_that_finishes_in_its_timeout_is_priced_whole_with_its_range(home, modal_ctx):
-    spec = with_compute(timeout_s=20_000)
+    spec = with_compute(timeout_s=19_000)
     cost = plan(spec).cost
-    assert cost.stop_step is None and cost.run_usd == cost.expected_usd == 11.63
+    assert cost.stop_step is None and cost.run_usd == cost.expected_usd == 13.27
     assert cost.summary.startswith(
-        "estimated 176.7 min and $11.63 on 1x H100 (34.74 s a step), up to "
+        "estimated 176.7 min and $13.27 on 1x H100 (34.74 s a step), up to "
     )
-    assert f"at most ${cost.worst_case_usd:.2f} (its whole 333.3 min timeout)" in cost.summary
+    assert (
+        f"at most ${cost.worst_case_usd:.2f} (its whole 316.7 min timeout and two container "
+        f"starts (180 s: Modal's restarts resume inside the timeout), 4 CPU cores and 46 GiB of "
+        f"memory included)" in cost.summary
+    )
     asked = human_question(spec, ctx=modal_ctx)
     assert asked.startswith(
-        f"Launch Qwen3-4B (grpo, 300 steps) on H100 for up to 333 min: {cost.summary}"
+        f"Launch Qwen3-4B (grpo, 300 steps) on H100 for up to 317 min: {cost.summary}"
     )
 
 
 def test_a_timeout_past_the_per_run_cap_is_warned_in_plan_with_launchs_own_words(home, modal_ctx):
-    spec = with_compute(timeout_s=26_400)  # $28.96 worst case, over the default $25 cap
+    spec = with_compute(timeout_s=26_400)  # $33.27 worst case, over the default $25 cap
     with pytest.raises(BudgetError) as refused:
         launch(spec, ctx=modal_ctx)
     assert f"launch would answer: {refused.value}" in plan(spec).warnings
-    within = with_compute(timeout_s=20_000)
+    within = with_compute(timeout_s=19_000)  # $24.00
     assert not any("launch would answer" in w for w in plan(within).warnings)
 
 
@@ -132,7 +135,7 @@ def test_the_cli_plan_leads_with_the_timeout_stop_and_its_json_has_the_whole_run
     assert text[1].startswith("Its timeout stops it: compute.timeout_s 3600")
     assert not any(line.startswith("warning: Its timeout") for line in text)  # said once
     cost = json.loads(cli("--json"))["cost"]
-    assert (cost["stop_step"], cost["run_usd"], cost["worst_case_usd"]) == (98, 11.63, 3.95)
+    assert (cost["stop_step"], cost["run_usd"], cost["worst_case_usd"]) == (98, 13.27, 4.73)
 
 
 def test_the_readmes_example_spec_launches_as_written(home, modal_ctx, monkeypatch):
