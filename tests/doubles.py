@@ -1,5 +1,5 @@
 """Stand-ins for what cannot run here: a paid backend that records what it was asked to
-submit and starts nothing (the Modal SDK's own double is tests/modal_double.py)."""
+submit and starts nothing (Modal itself is faked below its SDK: tests/modal_fake)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ class PaidBackendDouble:
         return 0.0
 
     def unreachable(self, run_dir: Path) -> str | None:
+        return None
+
+    def waiting(self, run_dir: Path) -> str | None:
         return None
 
     def cancel(self, run_dir: Path, grace_s: float = 0) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class Backend(Protocol):
 
     def unreachable(self, run_dir: Path) -> str | None: ...
 
+    def waiting(self, run_dir: Path) -> str | None:
+        """What a started run waits for before its first event (Modal: its container), as
+        its stage; None once it has one."""
+
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
         """Copy or download the run's `folder` (final/, warmstart/) into `out`."""
 

@@ -149,6 +149,9 @@ class LocalBackend:
     def unreachable(self, run_dir: Path) -> str | None:
         return None
 
+    def waiting(self, run_dir: Path) -> str | None:
+        return None
+
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
         """Copy the run's `folder` (final/: its adapter or weights) to `out`."""
 

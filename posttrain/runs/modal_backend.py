@@ -1,16 +1,20 @@
 """The Modal backend: runs spawned on Modal GPUs, followed through the Volume and the call.
 
-submit() uploads a reserved run's inputs (a local dataset file, a reward file) to the runs
-Volume and spawns the deployed `train_run` function with the spec's GPU and timeout; the
-FunctionCall id is then recorded in run.json (posttrain.runs.backend). The trainer writes
-the run directory on the Volume and commits it every 30 s; sync() mirrors its events and
-traces into the local run directory, where the index reads them like any local run. Status
-comes from the FunctionCall (finished, failed, timed out, cancelled) plus that directory;
-after a restart, runs are reconciled from the stored call ids. Cost so far = seconds since
-the spawn x price x GPU count (an upper bound: Modal bills from container start).
+submit() checks that the deployed app carries this posttrain (its tags), uploads every local
+file the spec names to the runs Volume (posttrain.runs.inputs), and spawns the deployed
+`train_run` function with the spec's GPU, the CPU cores and memory the plan priced, and a
+timeout past the run's own deadline; the FunctionCall id is then recorded in run.json
+(posttrain.runs.backend). The trainer writes the run directory on the Volume and commits it
+every 30 s; sync() mirrors its events and traces into the local run directory, where the index
+reads them like any local run. Before the first commit there is nothing to mirror: the run
+reads "starting on Modal". Status comes from the FunctionCall (finished, failed, timed out,
+cancelled) plus that directory; after a restart, runs are reconciled from the stored call ids.
+Cost so far = seconds since the spawn x the container's price a second (GPUs, CPU, memory: an
+upper bound, since Modal bills from the container's start).
 
-All Modal access goes through `self.sdk` (the `modal` module by default), so tests can stand
-a thin double in for FunctionCall, Function and Volume without network or tokens.
+All Modal access goes through `self.sdk` (the `modal` module by default). The tests point the
+real SDK at a fake Modal control plane (tests/modal_fake), so what it raises and returns here
+is the SDK's own answer.
 """
 
 from __future__ import annotations
@@ -22,8 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from posttrain.core.build import TAG_HF_SECRET, TAG_SOURCE, fingerprint
 from posttrain.core.errors import BackendError
-from posttrain.models.catalog import gpu_prices, parse_gpu
+from posttrain.models.catalog import parse_gpu, shape_of
+from posttrain.models.container import (
+    CONTAINER_BOOT_S,
+    Container,
+    container_for,
+    worst_case_s,
+)
 from posttrain.runs.inputs import modal_inputs
 from posttrain.runs.layout import (
     EVENTS,
@@ -31,6 +42,7 @@ from posttrain.runs.layout import (
     HOLDOUT,
     RUN_META,
     SPEC,
+    billed_usd_per_s,
     has_result,
     read_json,
     runs_root,
@@ -44,6 +56,15 @@ from posttrain.spec.schema import RunSpec
 APP_NAME, TRAIN_FUNCTION, GENERATE_FUNCTION = "posttrain", "train_run", "generate"
 RUNS_VOLUME, RUNS_MOUNT = "posttrain-runs", "/runs"
 SYNC_EVERY_S = 5.0  # at most one Volume read per run per this many seconds
+DEPLOY_CHECK_EVERY_S = 60.0  # the deployed app's tags, read at most this often
+# A call with no start of posttrain's code this long after its spawn is cancelled (a GPU queue,
+# or a container that dies before posttrain runs: Modal restarts those forever).
+NEVER_STARTED_S = 3600.0
+OVERDUE_SLACK_S = 300.0  # past its billed window, before the launcher ends a silent call
+STARTING = (
+    "starting on Modal: nothing committed yet (the call waits for a GPU, its container starts, "
+    "or its first commit is under 30 s away)"
+)
 NOT_CONFIGURED = (
     "Modal is not configured: run `modal token new` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET; "
     "meanwhile `smoke_run` (or `posttrain smoke SPEC`) dry-runs this spec on this machine, "
@@ -64,6 +85,8 @@ class ModalBackend:
         self.root = root or runs_root()
         self._sdk = sdk
         self._last_sync: dict[str, float] = {}
+        self._tags: dict[str, str] = {}
+        self._tags_read_at = 0.0
 
     @property
     def sdk(self) -> Any:
@@ -79,9 +102,38 @@ class ModalBackend:
             raise BackendError(NOT_CONFIGURED)
 
     def ready(self) -> None:
-        """Whether a run can start: a token in the environment or Modal's config file (read
-        locally, no network). Whether the app is deployed is known only at start."""
+        """Whether a run can start: a token in the environment or Modal's config file, and
+        a deployed app that carries this posttrain (its tags: two quick calls to Modal)."""
         self.check_configured()
+        self.deployed_tags()
+
+    def deployed_tags(self) -> dict[str, str]:
+        """The deployed app's tags, after checking they name this posttrain's fingerprint:
+        a deploy of other code, or of other library versions, is refused."""
+        if time.time() - self._tags_read_at < DEPLOY_CHECK_EVERY_S:
+            return self._tags
+        errors = self.sdk.exception
+        try:
+            tags = dict(self.sdk.App.lookup(APP_NAME).get_tags())
+        except errors.AuthError:
+            raise BackendError(NOT_CONFIGURED) from None
+        except errors.NotFoundError:
+            raise BackendError(
+                f"the Modal app '{APP_NAME}' is not deployed: run `posttrain modal deploy` once "
+                f"(and again after upgrading posttrain)"
+            ) from None
+        except (errors.ConnectionError, ConnectionError, OSError) as exc:
+            raise BackendError(f"Modal cannot be reached ({type(exc).__name__}: {exc})") from None
+        here = fingerprint()
+        if tags.get(TAG_SOURCE) != here:
+            deployed = tags.get(TAG_SOURCE) or "an older posttrain, without a fingerprint"
+            raise BackendError(
+                f"the deployed Modal app '{APP_NAME}' carries other code than this posttrain "
+                f"(deployed: {deployed}; here: {here}): its runs would not run what `plan` and "
+                f"the dry run checked. Run `posttrain modal deploy` to update it"
+            )
+        self._tags, self._tags_read_at = tags, time.time()
+        return tags
 
     def _function(self, name: str = TRAIN_FUNCTION) -> Any:
         try:
@@ -110,17 +162,28 @@ class ModalBackend:
     # -- start ----------------------------------------------------------------------------
     def submit(self, plan: Any, run_dir: Path) -> dict[str, Any]:
         """Upload the run's inputs and spawn the deployed function; the run folder (and the
-        ledger's reservation) exist already, so nothing spawned is unknown to posttrain."""
+        ledger's reservation) exist already, so nothing spawned is unknown to posttrain. The
+        container asks for what the plan priced (GPUs, CPU cores, memory, request = limit)."""
         self.check_configured()
         spec = plan.spec
         gpu, count = parse_gpu(spec.gpu)
         fn = self._function()
+        tags = self.deployed_tags()
         volume = self._volume()
         remote_spec = self._upload_inputs(spec, run_dir.name, volume)
         meta = read_json(run_dir / RUN_META)
-        options: dict[str, Any] = {"gpu": spec.gpu, "timeout": spec.compute.timeout_s}
+        container = container_of(plan)
+        options: dict[str, Any] = {
+            "gpu": spec.gpu,
+            # past the run's own deadline (its first start + timeout_s: gpu/attempts.py), so
+            # the trainer stops itself first and writes final/; never billed past worst_case_s
+            "timeout": int(spec.compute.timeout_s + CONTAINER_BOOT_S),
+            **container.options(),
+        }
         if secret := self._judge_secret(spec):
-            options["secrets"] = [secret]
+            # with_options(secrets=) replaces the function's own: keep the deployed HF secret
+            deployed = [self.sdk.Secret.from_name(n) for n in [tags.get(TAG_HF_SECRET)] if n]
+            options["secrets"] = [*deployed, secret]
         call = fn.with_options(**options).spawn(
             run_dir.name, json.dumps(remote_spec), count, json.dumps(meta)
         )
@@ -128,7 +191,11 @@ class ModalBackend:
             "call_id": call.object_id,
             "gpu": gpu,
             "gpu_count": count,
-            "usd_per_s": gpu_prices()[gpu],
+            "cpu_cores": container.cores,
+            "memory_gib": container.memory_gib,
+            "usd_per_s": container.gpu_usd_per_s / count,  # one GPU's
+            "container_usd_per_s": container.usd_per_s,  # every charge of the container
+            "worst_case_s": worst_case_s(spec.compute.timeout_s),
             "submitted_at": time.time(),
         }
 
@@ -169,7 +236,7 @@ class ModalBackend:
         remote = f"/{run_dir.name}"
         try:
             events = b"".join(volume.read_file(f"{remote}/{EVENTS}"))
-        except self.sdk.exception.NotFoundError:
+        except FileNotFoundError:  # what the SDK raises for a missing file (modal/volume.py)
             return False  # the container has not committed anything yet
         local = run_dir / EVENTS
         current = local.stat().st_size if local.exists() else 0
@@ -179,7 +246,7 @@ class ModalBackend:
             tmp.write_bytes(events)
             os.replace(tmp, local)
         if not (run_dir / HOLDOUT).exists():  # written once, at the start: evaluate reads it
-            with contextlib.suppress(self.sdk.exception.NotFoundError):
+            with contextlib.suppress(FileNotFoundError):
                 (run_dir / HOLDOUT).write_bytes(b"".join(volume.read_file(f"{remote}/{HOLDOUT}")))
         try:
             entries = volume.listdir(f"{remote}/traces")
@@ -190,7 +257,9 @@ class ModalBackend:
             target = run_dir / "traces" / name
             if name.endswith(".jsonl") and not name.startswith(".") and not target.exists():
                 target.parent.mkdir(exist_ok=True)
-                target.write_bytes(b"".join(volume.read_file(f"{remote}/traces/{name}")))
+                with contextlib.suppress(FileNotFoundError):  # listed, then gone: next time
+                    data = b"".join(volume.read_file(f"{remote}/traces/{name}"))
+                    target.write_bytes(data)
         return grew
 
     def _call(self, run_dir: Path) -> Any:
@@ -212,12 +281,12 @@ class ModalBackend:
             return "failed", f"the run hit its timeout ({timeout} s) on Modal"
         except errors.InputCancellation:
             return "cancelled", "cancelled on Modal"
-        except (errors.ConnectionError, ConnectionError, OSError):
+        except network_errors(errors):  # the link, not the run: the caller says unreachable
             raise
         except errors.OutputExpiredError:
             return "failed", "the call's result expired on Modal before it was read"
         except Exception as exc:  # the function's own exception, re-raised here by Modal
-            text = f"{type(exc).__name__}: {exc}"
+            text = f"{type(exc).__name__}: {exc}".removeprefix("RuntimeError: posttrain on Modal: ")
             if "cancel" in text.lower() or "terminat" in text.lower():
                 return "cancelled", f"cancelled on Modal ({text[:200]})"
             return "failed", f"the Modal function failed: {text[:500]}"
@@ -263,7 +332,7 @@ class ModalBackend:
             ended = self.outcome(run_dir)
             if ended is not None:
                 grew = self.sync(run_dir, force=True) or grew
-        except (OSError, ConnectionError, self.sdk.exception.ConnectionError) as exc:
+        except network_errors(self.sdk.exception) as exc:
             meta = read_json(meta_path)
             meta.setdefault("unreachable_since", time.time())
             meta["unreachable_error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -274,6 +343,10 @@ class ModalBackend:
             meta.pop("unreachable_since")
             meta.pop("unreachable_error", None)
             write_json_atomic(meta_path, meta)
+        if ended is None and not has_result(run_dir) and (overdue := self._overdue(run_dir)):
+            self._call(run_dir).cancel(terminate_containers=True)
+            write_result(run_dir, "failed", overdue)
+            return True
         if ended is None or has_result(run_dir):
             return grew
         status, cause = ended
@@ -281,6 +354,39 @@ class ModalBackend:
             run_dir, status, cause or f"the Modal call ended ({status}) without a result event"
         )
         return True
+
+    def _overdue(self, run_dir: Path) -> str | None:
+        """Why a call still running must be ended now, or None: it never started posttrain's
+        code in NEVER_STARTED_S, or it runs past the most it may be billed (its timeout and
+        two container starts) by OVERDUE_SLACK_S. posttrain.gpu.attempts keeps a run inside
+        that window; this catches a container that never gets that far (an image that cannot
+        import posttrain crash-loops, and Modal restarts a deployed app's crashes forever)."""
+        meta = read_json(run_dir / RUN_META)
+        now = time.time()
+        submitted = float(meta.get("submitted_at") or now)
+        window = float(meta.get("worst_case_s") or 0)
+        first_start = None
+        if (run_dir / EVENTS).exists():
+            first_start = next((e["t"] for e in _events(run_dir) if e.get("t")), None)
+        if first_start is None and now - submitted > NEVER_STARTED_S:
+            return (
+                f"no event from Modal {now - submitted:.0f} s after its launch: the call waited "
+                f"for a GPU all that time, or its container could not start posttrain (see the "
+                f"call's logs in the Modal dashboard); posttrain cancelled it. Launch it again"
+            )
+        if first_start is not None and window and now - first_start > window + OVERDUE_SLACK_S:
+            return (
+                f"still running {now - first_start:.0f} s after its first start, past the most "
+                f"it may be billed ({window:.0f} s); posttrain cancelled it"
+            )
+        return None
+
+    def waiting(self, run_dir: Path) -> str | None:
+        """What a launched run waits for before its first event: its container."""
+        if has_result(run_dir) or not read_json(run_dir / RUN_META).get("call_id"):
+            return None
+        path = run_dir / EVENTS
+        return STARTING if not path.exists() or path.stat().st_size == 0 else None
 
     def leftover(self, run_dir: Path) -> list[str]:
         """Nothing: a Modal run's final status comes from its call (or from terminating
@@ -298,11 +404,20 @@ class ModalBackend:
         )
 
     def cancel(self, run_dir: Path, grace_s: float = 0.0) -> dict[str, Any]:
-        """Terminate the call's containers and record the cancellation."""
+        """Terminate the call's containers and record the cancellation, whatever the Volume
+        holds (nothing at all, before the first commit)."""
         if has_result(run_dir):
             return {"stopped": True, "how": "already finished", "forced": False}
-        self._call(run_dir).cancel(terminate_containers=True)
-        self.sync(run_dir, force=True)
+        try:
+            self._call(run_dir).cancel(terminate_containers=True)
+        except network_errors(self.sdk.exception) as exc:
+            raise BackendError(
+                f"could not reach Modal to cancel run {run_dir.name} ({type(exc).__name__}: "
+                f"{exc}); it may still be running: cancel it again, or stop it in the Modal "
+                f"dashboard"
+            ) from None
+        with contextlib.suppress(*network_errors(self.sdk.exception)):
+            self.sync(run_dir, force=True)  # what it wrote up to its last commit, if anything
         if not has_result(run_dir):
             checkpoints = sorted(
                 e.get("step", 0) for e in _events(run_dir) if e.get("type") == "checkpoint"
@@ -317,11 +432,21 @@ class ModalBackend:
         """A function job -> completions that runs the deployed `generate` on Modal."""
         self.check_configured()
 
+        spec = read_json(run_dir / SPEC)
+        name, count = parse_gpu(gpu)
+        shape = shape_of((spec.get("model") or {}).get("name") or "")
+        container = container_for(name, count, shape and shape.n_params)
+
         def generate(job: dict[str, Any]) -> dict[str, Any]:
+            self.deployed_tags()
             fn = self._function(GENERATE_FUNCTION)
-            answer = fn.with_options(gpu=gpu, timeout=timeout_s).remote(
-                run_dir.name, json.dumps(job)
-            )
+            # past the evaluation's own window (its first start + timeout_s), as a run's
+            options = {
+                "gpu": gpu,
+                "timeout": int(timeout_s + CONTAINER_BOOT_S),
+                **container.options(),
+            }
+            answer = fn.with_options(**options).remote(run_dir.name, json.dumps(job), timeout_s)
             return json.loads(answer)
 
         return generate
@@ -332,9 +457,7 @@ class ModalBackend:
         if not start:
             return 0.0
         end = row.get("ended_at") or time.time()
-        return round(
-            max(0.0, end - start) * meta.get("usd_per_s", 0.0) * meta.get("gpu_count", 1), 4
-        )
+        return round(max(0.0, end - start) * billed_usd_per_s(meta), 4)
 
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
         """Download the run's `folder` (final/: its adapter or weights) from the Volume."""
@@ -346,7 +469,8 @@ class ModalBackend:
         except self.sdk.exception.NotFoundError:
             raise BackendError(f"run {run_dir.name} has no {folder}/ on the Volume yet") from None
         for entry in entries:
-            if getattr(entry, "type", None) is not None and "DIR" in str(entry.type).upper():
+            # a FileEntryType (an IntEnum: str() of it is "1" or "2"): files only
+            if getattr(entry.type, "name", None) != "FILE":
                 continue
             rel = (
                 Path(entry.path).relative_to(remote.lstrip("/"))
@@ -358,6 +482,26 @@ class ModalBackend:
             target.write_bytes(b"".join(volume.read_file(f"{remote}/{rel}")))
             written.append(target)
         return written
+
+
+def container_of(plan: Any) -> Container:
+    """The container a launch's plan priced (its cores and memory), or, for a plan without
+    them, the one posttrain.models.container sizes for the model."""
+    spec, cost = plan.spec, plan.cost
+    gpu, count = parse_gpu(spec.gpu)
+    if cost.cpu_cores and cost.memory_gib:
+        return Container(gpu, count, cost.cpu_cores, cost.memory_gib)
+    shape = shape_of(spec.model.name)
+    return container_for(gpu, count, shape and shape.n_params)
+
+
+def network_errors(errors: Any) -> tuple[type[BaseException], ...]:
+    """What the modal SDK raises when Modal cannot be reached: its ConnectionError (a socket
+    error after its retries), ServiceError (Modal answered 'unavailable'), and the builtin
+    ConnectionError of a dropped link. Never an OSError in general: a
+    missing file on the Volume is a FileNotFoundError, and the function's own failure reaches
+    here as a RuntimeError (posttrain.gpu.modal_app.run_training)."""
+    return (errors.ConnectionError, errors.ServiceError, ConnectionError)
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:

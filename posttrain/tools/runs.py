@@ -126,6 +126,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     run_dir, backend = Path(row["run_dir"]), ctx.backend(row["backend"] or "local")
     spec = read_json(run_dir / SPEC)
     summary = _summary_fields(row, now, ctx)
+    summary["stage"] = row["stage"] or backend.waiting(run_dir)
     timeout = (spec.get("compute") or {}).get("timeout_s")
     meta = read_json(Path(row["run_dir"]) / RUN_META)
     projection = project(row, every, meta, timeout, summary["cost_usd"], now)

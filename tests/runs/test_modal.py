@@ -1,5 +1,8 @@
-"""The Modal backend: the real function bodies and the real orchestration, with the modal SDK
-stood in by a thin double at its boundary (tests/modal_double.py). No network, no tokens."""
+"""The Modal backend against the real modal SDK, pointed at a fake Modal control plane
+(tests/modal_fake): posttrain's app deployed there by the SDK's own deploy, its functions run
+in containers (subprocesses) that mount per-container views of the Volume and commit them with
+the SDK's own `Volume.commit`. What the SDK raises and returns is the SDK's. No network, no
+token of a real account."""
 
 import json
 import time
@@ -15,7 +18,6 @@ from posttrain.runs.modal_backend import ModalBackend
 from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, pull_run, sample_traces
-from tests import modal_double
 from tests.conftest import wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
@@ -38,18 +40,26 @@ MODAL = {**TINY, "compute": {"backend": "modal", "gpu": "A10", "timeout_s": 600}
 
 
 @pytest.fixture
+def policy(monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "1")  # the A10's worst case is ~$0.30
+
+
+@pytest.fixture
 def volume(tmp_path, monkeypatch):
-    """The folder playing the runs Volume, where the function bodies write."""
+    """A folder playing the Volume for the function body run in this process (`.local`)."""
     root = tmp_path / "volume"
     root.mkdir()
     monkeypatch.setenv("POSTTRAIN_MODAL_RUNS_ROOT", str(root))
-    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "1")  # the A10 worst case is $0.18
     return root
 
 
-def modal_ctx(volume: Path, **double) -> tuple[Context, object]:
-    sdk = modal_double.sdk(volume, **double)
-    return Context(backends={"modal": ModalBackend(sdk=sdk)}), sdk
+def runs_volume(fake) -> Path:
+    """The runs Volume as its readers see it: what containers committed."""
+    return fake.volume_path(modal_app.RUNS_VOLUME)
+
+
+def call_of(home: Path, run_id: str) -> str:
+    return json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
 
 
 def shape(run_dir: Path) -> dict:
@@ -68,45 +78,55 @@ def shape(run_dir: Path) -> dict:
 def test_the_modal_function_body_produces_the_local_run_directory(volume, home):
     from posttrain.spec.schema import load_spec
 
-    status = modal_app.train_run.local("run-modal-00001", load_spec(TINY).to_json())
+    status = modal_app.train_run.local("run-modal-00001", load_spec(MODAL).to_json())
     assert status == "succeeded"
     local_id = launch(TINY).run_id
     wait_finished(local_id, 180, Context())
     assert shape(volume / "run-modal-00001") == shape(home / "runs" / local_id)
 
 
-def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
-    ctx, sdk = modal_ctx(volume)
+def test_a_modal_run_is_spawned_followed_and_costed(modal_fake, home, policy, tmp_path):
+    from posttrain.tools.plan import plan
+
     data = tmp_path / "qa.jsonl"
     data.write_text(
         "".join(json.dumps({k: r[k] for k in ("prompt", "reference")}) + "\n" for r in gym.rows(32))
     )
     spec = {**MODAL, "dataset": {"path": str(data), "system_prompt": "answer in rhyme"}}
-    started = launch(spec, ctx=ctx)
+    priced = plan(spec).cost
+    started = launch(spec, ctx=Context())
     assert started.status == "started" and started.approved_by == "policy"
-    [spawn] = sdk.Function.spawned
-    assert spawn["options"] == {"gpu": "A10", "timeout": 600}
-    run_id, remote_spec, gpu_count, run_json = spawn["args"]
+    call = modal_fake.calls[call_of(home, started.run_id)]
+    run_id, remote_spec, gpu_count, run_json = call.args
     assert run_id == started.run_id and gpu_count == 1
     assert json.loads(run_json)["base"]["run_id"] is None  # the launch's plan reaches the GPU
     assert json.loads(remote_spec)["dataset"]["path"] == "inputs/qa.jsonl"
-    assert (volume / run_id / "inputs" / "qa.jsonl").read_text() == data.read_text()
-    meta = json.loads((home / "runs" / run_id / "run.json").read_text())
-    assert meta["call_id"].startswith("fc-double-") and meta["usd_per_s"] == 0.000306
-
-    detail = wait_finished(run_id, 180, ctx)
-    assert detail.status == "succeeded", detail.cause
-    assert detail.step == 4 and [m["step"] for m in get_run(run_id, True, ctx).metrics] == [
-        1,
-        2,
-        3,
-        4,
-    ]
-    assert set(sample_traces(run_id, "first,last", ctx=ctx).steps) == {1, 4}
-    assert detail.cost_usd == pytest.approx(
-        (detail.ended_at - meta["submitted_at"]) * 0.000306, abs=1e-3
+    assert (runs_volume(modal_fake) / run_id / "inputs" / "qa.jsonl").read_text() == (
+        data.read_text()
     )
-    pulled = pull_run(run_id, tmp_path / "adapter", ctx=ctx)
+    # the container asked for what the plan priced: the GPU, its cores and memory, request and
+    # limit alike, and a timeout past the run's own deadline
+    resources = call.definition.resources
+    assert (resources.gpu_config.gpu_type, resources.gpu_config.count) == ("A10", 1)
+    assert resources.milli_cpu == resources.milli_cpu_max == int(priced.cpu_cores * 1000)
+    assert resources.memory_mb == resources.memory_mb_max == priced.memory_gib * 1024
+    assert call.definition.timeout_secs == 600 + 90
+    meta = json.loads((home / "runs" / run_id / "run.json").read_text())
+    assert meta["container_usd_per_s"] == pytest.approx(priced.container_usd_per_s)
+
+    detail = wait_finished(run_id, 240, Context())
+    assert detail.status == "succeeded", detail.cause
+    assert detail.step == 4
+    assert [m["step"] for m in get_run(run_id, True).metrics] == [1, 2, 3, 4]
+    assert set(sample_traces(run_id, "first,last").steps) == {1, 4}
+    assert detail.cost_usd == pytest.approx(
+        (detail.ended_at - meta["submitted_at"]) * meta["container_usd_per_s"], abs=1e-3
+    )
+    # what the platform billed (every container second at its GPU, cores and memory) is within
+    # what was shown, and far within what was approved
+    billed = modal_fake.billed_usd(call.call_id)
+    assert 0 < billed <= detail.cost_usd + 1e-4 and billed <= priced.worst_case_usd
+    pulled = pull_run(run_id, tmp_path / "adapter")
     assert any(f.endswith("model.safetensors") for f in pulled["files"])
 
     from transformers import AutoModelForCausalLM
@@ -114,71 +134,117 @@ def test_a_modal_run_is_spawned_followed_and_costed(volume, home, tmp_path):
     from posttrain.tools.export import export_run
 
     assert not (home / "runs" / run_id / "final").exists()  # it lives on the Volume
-    exported = export_run(run_id, tmp_path / "model", ctx=ctx, roots=[tmp_path])
+    exported = export_run(run_id, tmp_path / "model", ctx=Context(), roots=[tmp_path])
     assert "model.safetensors" in exported.files and "tokenizer_config.json" in exported.files
     assert AutoModelForCausalLM.from_pretrained(exported.out).config.model_type == "qwen3"
 
 
-def test_runs_are_reconciled_from_their_call_ids_after_a_restart(volume, home):
-    ctx, sdk = modal_ctx(volume)
+def test_a_run_before_its_first_commit_reads_as_starting_and_a_cancel_then_is_recorded(
+    modal_fake, home, policy
+):
+    """Queued for a GPU, the Volume holds nothing of the run: the SDK says FileNotFoundError
+    for its events, which is not the network. Cancelling it then records the cancellation."""
+    modal_fake.gpus_free.clear()
+    run_id = launch(MODAL).run_id
+    for _ in range(3):
+        detail = get_run(run_id)
+        assert detail.status == "queued" and detail.unreachable is None, detail.unreachable
+        assert detail.stage.startswith("starting on Modal"), detail.stage
+    assert not (runs_volume(modal_fake) / run_id / "events.jsonl").exists()
+    result = cancel_run(run_id)
+    assert result.stopped and result.status == "cancelled"
+    assert "Modal terminated the containers" in get_run(run_id).cause
+    call_id = call_of(home, run_id)
+    cancels = [r for name, r in modal_fake.requests if name == "FunctionCallCancel"]
+    assert [(r.function_call_id, r.terminate_containers) for r in cancels] == [(call_id, True)]
+    modal_fake.gpus_free.set()
+    assert modal_fake.wait(call_id, 30) and modal_fake.calls[call_id].attempts[-1].how in (
+        "terminated",
+    )
+
+
+def test_a_crash_before_the_first_commit_fails_the_run_with_its_own_error_and_stops_its_cost(
+    modal_fake, home, policy, tmp_path
+):
+    """The container cannot write its run directory (a mount that is not there): the body
+    raises an OSError before anything is committed. The run ends failed with that error as
+    soon as Modal has given up on it, never 'unreachable', and its cost stops there."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the Volume's mount should be")
+    modal_fake.container_env = {"POSTTRAIN_MODAL_RUNS_ROOT": str(blocked)}
+    run_id = launch(MODAL).run_id
+    call_id = call_of(home, run_id)
+    assert modal_fake.wait(call_id, 120)  # raised, retried twice (the function's retries)
+    assert [a.how for a in modal_fake.calls[call_id].attempts] == ["raised"] * 3
+    detail = get_run(run_id)  # one poll
+    assert detail.status == "failed" and detail.unreachable is None
+    assert detail.cause.startswith("the Modal function failed: NotADirectoryError"), detail.cause
+    cost = detail.cost_usd
+    time.sleep(1.5)
+    assert get_run(run_id).cost_usd == cost  # ended: no longer growing
+
+
+def test_runs_are_reconciled_from_their_call_ids_after_a_restart(modal_fake, home, policy):
+    ctx = Context()
     run_id = launch(MODAL, ctx=ctx).run_id
-    sdk.FunctionCall.registry[
-        json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
-    ].thread.join(180)
+    assert modal_fake.wait(call_of(home, run_id), 240)
     ctx.index.close()
     (home / "index.sqlite").unlink()  # the server restarts with nothing but the directories
-    fresh = Context(backends={"modal": ModalBackend(sdk=sdk)})
+    fresh = Context()
     assert [r.run_id for r in list_runs(ctx=fresh)] == [run_id]
     assert wait_finished(run_id, 30, fresh).status == "succeeded"
 
 
-def test_cancel_terminates_the_containers_and_says_so(volume, home):
-    ctx, sdk = modal_ctx(volume)
+def test_cancel_terminates_the_containers_and_says_so(modal_fake, home, policy):
     long_spec = {**MODAL, "algorithm": {**MODAL["algorithm"], "steps": 400}}
-    run_id = launch(long_spec, ctx=ctx).run_id
-    call_id = json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
-    call = sdk.FunctionCall.registry[call_id]
-    wait_for(
-        lambda: any(e["type"] == "metrics" for e in iter_events(volume / run_id)), timeout_s=120
-    )
-    result = cancel_run(run_id, ctx=ctx)
+    run_id = launch(long_spec).run_id
+    wait_for(lambda: get_run(run_id).step >= 1, timeout_s=180)
+    result = cancel_run(run_id)
     assert result.stopped and result.status == "cancelled"
-    assert call.cancel_calls == [True]  # terminate_containers=True
-    assert "Modal terminated the containers" in get_run(run_id, ctx=ctx).cause
-    (volume / run_id / "cancel.request").write_text("stop the double's thread")
-    call.thread.join(60)
+    assert "Modal terminated the containers" in get_run(run_id).cause
+    call_id = call_of(home, run_id)
+    assert modal_fake.wait(call_id, 30)
+    assert modal_fake.calls[call_id].attempts[-1].how == "terminated"
 
 
-def test_a_network_error_mid_poll_shows_unreachable_not_failed_and_recovers(volume, home):
-    ctx, sdk = modal_ctx(volume)
-    run_id = launch(MODAL, ctx=ctx).run_id
-    call = sdk.FunctionCall.registry[
-        json.loads((home / "runs" / run_id / "run.json").read_text())["call_id"]
-    ]
-    sdk.network.down = True
-    call.thread.join(180)  # the run finishes on "Modal" while we cannot see it
-    for _ in range(3):
-        detail = get_run(run_id, ctx=ctx)
-        assert detail.status in ("queued", "running") and "unreachable" in detail.unreachable
-    sdk.network.down = False
-    assert wait_finished(run_id, 30, ctx).status == "succeeded"
-    assert get_run(run_id, ctx=ctx).unreachable is None
+def test_a_network_error_mid_poll_shows_unreachable_not_failed_and_recovers(
+    modal_fake, home, policy
+):
+    run_id = launch(MODAL).run_id
+    wait_for(lambda: get_run(run_id).status == "running", timeout_s=180)
+    modal_fake.network(False)  # connections refused: the SDK retries, then ConnectionError
+    try:
+        for _ in range(2):
+            detail = get_run(run_id)
+            assert detail.status in ("queued", "running") and "unreachable" in detail.unreachable
+            time.sleep(5.5)  # past the backend's sync interval: it asks Modal again
+    finally:
+        modal_fake.network(True)
+    assert wait_finished(run_id, 240).status == "succeeded"
+    assert get_run(run_id).unreachable is None
 
 
-def test_clear_errors_at_once_when_modal_is_not_ready(volume, home, monkeypatch):
-    for double, message in (
-        ({"token": False}, "Modal is not configured: run `modal token new`"),
-        ({"volume_exists": False}, "Volume 'posttrain-runs' is missing"),
-    ):
-        ctx, _ = modal_ctx(volume, **double)
+def test_clear_errors_at_once_when_modal_is_not_ready(modal_fake, home, policy, monkeypatch):
+    def refused(message: str) -> None:
         t = time.perf_counter()
         with pytest.raises(BackendError, match=message):
-            launch(MODAL, ctx=ctx)
-        assert time.perf_counter() - t < 5  # never a hang
-    ctx, sdk = modal_ctx(volume)
-    monkeypatch.setattr(sdk.Function, "deployed", False)
-    with pytest.raises(BackendError, match="not deployed: run `posttrain modal deploy`"):
-        launch(MODAL, ctx=ctx)
+            launch(MODAL, ctx=Context())
+        assert time.perf_counter() - t < 10  # never a hang
+
+    deployed = modal_fake.snapshot()
+    modal_fake.apps["posttrain"]["tags"]["posttrain"] = "0123456789abcdef"  # an older deploy
+    refused(r"carries other code than this posttrain .*Run `posttrain modal deploy`")
+    modal_fake.restore(deployed)
+    modal_fake.apps.clear()
+    refused("not deployed: run `posttrain modal deploy`")
+    modal_fake.restore(deployed)
+    modal_fake.volumes.clear()
+    refused("Volume 'posttrain-runs' is missing")
+    modal_fake.restore(deployed)
+    monkeypatch.delenv("MODAL_TOKEN_ID")
+    monkeypatch.delenv("MODAL_TOKEN_SECRET")
+    refused("Modal is not configured: run `modal token new`")
+    assert not modal_fake.calls  # nothing was spawned
 
 
 def test_the_real_sdk_without_a_token_fails_at_once(home, monkeypatch):
@@ -190,57 +256,37 @@ def test_the_real_sdk_without_a_token_fails_at_once(home, monkeypatch):
     assert time.perf_counter() - t < 5
 
 
-def test_call_outcomes_map_to_statuses(tmp_path, volume):
-    import modal.exception as errors
-
-    backend = ModalBackend(sdk=modal_double.sdk(volume))
-    run_dir = tmp_path / "run-x-1"
-    run_dir.mkdir()
-    (run_dir / "run.json").write_text(json.dumps({"call_id": "fc-stub"}))
-    (run_dir / "spec.json").write_text(json.dumps({"compute": {"timeout_s": 600}}))
-
-    class Stub:
-        def __init__(self, outcome):
-            self.outcome = outcome
-
-        def get(self, timeout=None):
-            if isinstance(self.outcome, BaseException):
-                raise self.outcome
-            return self.outcome
-
-    cases = [
-        (TimeoutError(), None),
-        (errors.FunctionTimeoutError("timeout"), ("failed", "timeout (600 s)")),
-        (errors.InputCancellation("x"), ("cancelled", "cancelled")),
-        (RuntimeError("CUDA out of memory"), ("failed", "RuntimeError: CUDA out of memory")),
-        ("succeeded", ("succeeded", None)),
-    ]
-    for outcome, expected in cases:
-        modal_double.FunctionCall.registry["fc-stub"] = Stub(outcome)
-        got = backend.outcome(run_dir)
-        if expected is None:
-            assert got is None
-        else:
-            assert got[0] == expected[0] and (expected[1] is None or expected[1] in got[1])
-    modal_double.FunctionCall.registry["fc-stub"] = Stub(errors.ConnectionError("down"))
-    with pytest.raises(errors.ConnectionError):
-        backend.outcome(run_dir)
-
-
-def test_an_over_budget_modal_launch_is_refused_before_spawning(volume, home, monkeypatch):
+def test_an_over_budget_modal_launch_is_refused_before_spawning(modal_fake, home, monkeypatch):
     monkeypatch.setenv("POSTTRAIN_MAX_RUN_USD", "0.05")
-    ctx, sdk = modal_ctx(volume)
     with pytest.raises(BudgetError, match="per-run cap"):
-        launch(MODAL, ctx=ctx)
-    assert sdk.Function.spawned == []
+        launch(MODAL)
+    assert not modal_fake.calls
 
 
-def test_a_judges_key_reaches_the_modal_trainer_as_a_secret_by_name_never_by_value(
-    volume, home, monkeypatch
+def test_a_judge_run_keeps_the_deployed_hugging_face_secret_beside_the_judges(
+    modal_fake, home, policy, monkeypatch
 ):
+    """with_options(secrets=) replaces the function's secrets (the SDK says so): a judge's
+    secret is added to the Hugging Face secret the app was deployed with, never instead of it.
+    The key passes by name only."""
+    import subprocess
+    import sys
+
     from posttrain.core.errors import ConfigError
 
     planted = "sk-planted-0451"
+    hf_id = modal_fake.create_secret("hf-read", {"HF_TOKEN": "hf_planted_token"})
+    judge_id = modal_fake.create_secret("my-judge-key", {"JUDGE_KEY": planted})
+    # `posttrain modal deploy` over the fake, with the HF secret named at deploy
+    deployed = subprocess.run(
+        [sys.executable, "-m", "posttrain.cli", "modal", "deploy"],
+        env={**__import__("os").environ, "POSTTRAIN_HF_SECRET": "hf-read"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    assert modal_fake.apps["posttrain"]["tags"]["hf_secret"] == "hf-read"
     monkeypatch.setenv("JUDGE_KEY", planted)
     judge = {
         "rubric": "Grade it.",
@@ -252,98 +298,86 @@ def test_a_judges_key_reaches_the_modal_trainer_as_a_secret_by_name_never_by_val
     }
     with pytest.raises(ConfigError, match=r"params\.api_key_secret"):  # the key is not there
         launch({**MODAL, "reward": {"name": "judge", "params": judge}})
-    here = {**judge, "base_url": "http://127.0.0.1:8011/v1"}
-    with pytest.raises(ConfigError, match="this machine, which a trainer on Modal cannot"):
-        launch({**MODAL, "reward": {"name": "judge", "params": here}})
-    ctx, sdk = modal_ctx(volume)
     secret = {**judge, "api_key_secret": "my-judge-key"}
-    started = launch({**MODAL, "reward": {"name": "judge", "params": secret}}, ctx=ctx)
-    [spawn] = sdk.Function.spawned
-    assert spawn["options"]["secrets"] == [modal_double.Secret("my-judge-key")]
-    assert planted not in json.dumps(spawn["args"])
-    detail = wait_finished(started.run_id, 120, ctx)  # the endpoint does not exist
+    started = launch({**MODAL, "reward": {"name": "judge", "params": secret}})
+    call = modal_fake.calls[call_of(home, started.run_id)]
+    assert list(call.definition.secret_ids) == [hf_id, judge_id]
+    assert planted not in json.dumps([str(a) for a in call.args])
+    detail = wait_finished(started.run_id, 180)  # the endpoint does not exist
     assert detail.status == "failed" and "judge at https://judge.invalid/v1" in detail.cause
-    for folder in (volume / started.run_id, home / "runs" / started.run_id):
+    for folder in (runs_volume(modal_fake) / started.run_id, home / "runs" / started.run_id):
         for path in folder.rglob("*"):
             if path.is_file():
                 assert planted not in path.read_text(errors="replace"), path
 
 
-def test_evaluating_a_modal_run_is_approved_like_a_launch_and_runs_there(volume, home):
+def test_pull_brings_every_file_of_final_subfolders_included(modal_fake, home, policy, tmp_path):
+    """listdir's entries carry a FileEntryType (an IntEnum: its str() is '2' for a folder):
+    folders are skipped and every file under them is downloaded."""
+    run_id = launch(MODAL).run_id
+    assert wait_finished(run_id, 240).status == "succeeded"
+    final = runs_volume(modal_fake) / run_id / "final"
+    (final / "extra" / "deeper").mkdir(parents=True)
+    (final / "extra" / "deeper" / "notes.txt").write_text("kept")
+    (final / "extra" / "config.json").write_text("{}")
+    out = tmp_path / "pulled"
+    files = {str(Path(f).relative_to(out)) for f in pull_run(run_id, out)["files"]}
+    on_volume = {str(p.relative_to(final)) for p in final.rglob("*") if p.is_file()}
+    assert files == on_volume and "extra/deeper/notes.txt" in files
+    assert (out / "extra" / "deeper" / "notes.txt").read_text() == "kept"
+
+
+def test_evaluating_a_modal_run_is_approved_like_a_launch_and_runs_there(modal_fake, home, policy):
     from posttrain.tools.evaluate import evaluate
 
-    ctx, sdk = modal_ctx(volume)
     spec = {**MODAL, "dataset": {**MODAL["dataset"], "n_rows": 200, "holdout_share": 0.3}}
-    run_id = launch(spec, ctx=ctx).run_id
-    assert wait_finished(run_id, 180, ctx).status == "succeeded"
-    asked = evaluate(run_id, k=2, max_tasks=20, ctx=ctx)  # A10 for an hour: $1.10 > $1 policy
-    assert asked.status == "needs_confirmation" and asked.worst_case_usd == pytest.approx(1.1)
-    assert not any(s.get("remote") for s in sdk.Function.spawned)
-    done = evaluate(run_id, k=2, max_tasks=20, confirmation_token=asked.confirmation_token, ctx=ctx)
+    run_id = launch(spec).run_id
+    assert wait_finished(run_id, 240).status == "succeeded"
+    before = set(modal_fake.calls)
+    asked = evaluate(run_id, k=2, max_tasks=20)  # an A10 hour is over the $1 policy
+    assert asked.status == "needs_confirmation" and asked.worst_case_usd > 1
+    assert set(modal_fake.calls) == before  # nothing ran before the approval
+    done = evaluate(run_id, k=2, max_tasks=20, confirmation_token=asked.confirmation_token)
     assert done.status == "done" and done.approved_by == "token"
-    [remote] = [s for s in sdk.Function.spawned if s.get("remote")]
-    assert remote["options"] == {"gpu": "A10", "timeout": 3600}
+    remote = [modal_fake.calls[c] for c in set(modal_fake.calls) - before]
+    assert remote and all(c.definition.function_name == "generate" for c in remote)
+    assert {c.definition.timeout_secs for c in remote} == {3600 + 90}
+    assert {c.args[2] for c in remote} == {3600}  # the evaluation's own window
+    assert {c.definition.resources.gpu_config.gpu_type for c in remote} == {"A10"}
     assert done.result.tasks_used >= 5 and done.result.metrics[0].name == "reward"
 
 
-RESTART = """
-import sys
-from posttrain.gpu import modal_app
-modal_app.run_training(sys.argv[1], open(sys.argv[2]).read(), 1, open(sys.argv[3]).read())
-"""
-# The first container's reward takes 1 s a call, so the kill lands between checkpoints on any
-# machine (a tiny step takes 0.1 s on a fast one: all six were saved before a 0.5 s poll).
-FIRST_SLOW = """
-import os, time
+# The reward takes 1 s a call, so a preemption lands between checkpoints on any machine.
+SLOW = """
+import time
 
 def score(completions, **columns):
-    if os.environ.get("FIRST_CONTAINER"):
-        time.sleep(1.0)
+    time.sleep(1.0)
     return [len(str(c)) % 7 / 7 for c in completions]
 """
 
 
-def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home, tmp_path):
-    """Modal retries an input whose container died (preempted, OOM-killed): the retry finds
-    the run's folder on the Volume and resumes from its last checkpoint, not from step 0."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from posttrain.spec.schema import load_spec
-    from posttrain.tools.resolve import resolve
-
-    (tmp_path / "first_slow.py").write_text(FIRST_SLOW)
-    spec = load_spec(
-        {
-            **TINY,
-            "reward": f"{tmp_path / 'first_slow.py'}:score",
-            "algorithm": {**TINY["algorithm"], "steps": 6, "save_every": 2},
-        }
-    )
-    plan = resolve(spec, Context(), check_runnable=False)
-    run_id = "run-restart-0001"
-    (tmp_path / "spec.json").write_text(spec.to_json())
-    (tmp_path / "run.json").write_text(json.dumps({"run_id": run_id, **plan.run_meta()}))
-    (tmp_path / "attempt.py").write_text(RESTART)
-    attempt_args = [str(tmp_path / "spec.json"), str(tmp_path / "run.json")]
-    first = subprocess.Popen(
-        [sys.executable, str(tmp_path / "attempt.py"), run_id, *attempt_args],
-        env={**os.environ, "POSTTRAIN_MODAL_RUNS_ROOT": str(volume), "FIRST_CONTAINER": "1"},
-    )
-    run_dir = volume / run_id
-    saved = run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json"  # written last
-    wait_for(saved.exists, timeout_s=180, every_s=0.05)
-    first.send_signal(signal.SIGKILL)  # the container is gone, mid-run
-    first.wait()
-    assert not any(e["type"] == "result" for e in iter_events(run_dir))
-
-    status = modal_app.run_training(
-        run_id, spec.to_json(), 1, (tmp_path / "run.json").read_text()
-    )  # Modal's retry of the same input
-    assert status == "succeeded"
-    events = list(iter_events(run_dir))
+def test_a_preempted_run_resumes_from_its_own_checkpoint_in_a_new_container(
+    modal_fake, home, policy, tmp_path
+):
+    """Modal preempts with SIGINT and restarts the input on a new container, which sees the
+    Volume as last committed: the run resumes after a checkpoint, not from step 0."""
+    (tmp_path / "slow.py").write_text(SLOW)
+    spec = {
+        **MODAL,
+        "reward": f"{tmp_path / 'slow.py'}:score",
+        "algorithm": {**MODAL["algorithm"], "steps": 6, "save_every": 2},
+    }
+    run_id = launch(spec).run_id
+    call_id = call_of(home, run_id)
+    saved = runs_volume(modal_fake) / run_id / "checkpoints" / "checkpoint-2" / "trainer_state.json"
+    wait_for(saved.exists, timeout_s=240, every_s=0.1)  # committed, and whole
+    modal_fake.preempt(call_id)
+    detail = wait_finished(run_id, 300)
+    assert detail.status == "succeeded", detail.cause
+    assert modal_fake.wait(call_id, 60)
+    assert [a.how for a in modal_fake.calls[call_id].attempts] == ["preempted", "returned"]
+    events = list(iter_events(home / "runs" / run_id))
     retry_start = max(i for i, e in enumerate(events) if e.get("stage") == "preparing")
     retried = [e["step"] for e in events[retry_start:] if e["type"] == "metrics"]
     assert retried and retried[0] in (3, 5) and retried[-1] == 6  # after a checkpoint, never 1
@@ -351,12 +385,63 @@ def test_a_restarted_modal_input_continues_from_its_own_checkpoint(volume, home,
     assert [e["status"] for e in events if e["type"] == "result"] == ["succeeded"]
 
 
-def test_a_dpo_run_on_modal_trains_its_pairs_and_reports_the_margin(volume, home, tmp_path):
-    """DPO through the Modal function body, on pairs of the gym's words: a rhyming verse
-    chosen over one that does not rhyme."""
+# Every container dies on the reward's first call, as an OOM kill would end it.
+CRASH = """
+import os, signal
+
+def score(completions, **columns):
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+"""
+
+
+def test_a_container_that_keeps_dying_is_billed_at_most_what_the_human_approved(
+    modal_fake, home, policy, tmp_path
+):
+    """Modal restarts a deployed app's crashed container forever. The run's starts are
+    counted on the Volume: past posttrain.gpu.attempts.MAX_STARTS a start trains nothing and
+    ends the input, so the platform's bill stays within the approved worst case."""
+    from posttrain.gpu.attempts import MAX_STARTS
+    from posttrain.tools.plan import plan
+
+    (tmp_path / "crash.py").write_text(CRASH)
+    spec = {**MODAL, "reward": f"{tmp_path / 'crash.py'}:score"}
+    approved = plan(spec).cost
+    run_id = launch(spec).run_id
+    call_id = call_of(home, run_id)
+    assert modal_fake.wait(call_id, 600)
+    hows = [a.how for a in modal_fake.calls[call_id].attempts]
+    assert hows == ["crashed"] * MAX_STARTS + ["returned"] and not modal_fake.crash_cap_hit
+    detail = wait_finished(run_id, 30)
+    assert detail.status == "failed" and f"started {MAX_STARTS + 1} times" in detail.cause
+    assert modal_fake.billed_usd(call_id) <= approved.worst_case_usd
+
+
+def test_the_trainer_stops_itself_before_its_timeout_with_final_written(modal_fake, home, policy):
+    """No supervisor writes a timeout request on Modal: the run's own deadline does, a margin
+    before compute.timeout_s, so the model so far is saved and Modal never kills it."""
+    spec = {
+        **MODAL,
+        "algorithm": {**MODAL["algorithm"], "steps": 5000},
+        "compute": {**MODAL["compute"], "timeout_s": 90},
+    }
+    run_id = launch(spec).run_id
+    call_id = call_of(home, run_id)
+    detail = wait_finished(run_id, 300)
+    assert detail.status == "failed" and "timeout after 90 s" in detail.cause, detail.cause
+    assert "the model so far is in final/" in detail.cause
+    assert (runs_volume(modal_fake) / run_id / "final" / "model.safetensors").is_file()
+    assert modal_fake.wait(call_id, 30)
+    assert [a.how for a in modal_fake.calls[call_id].attempts] == ["returned"]
+    assert modal_fake.billed_s(call_id) < 90  # its own deadline, before Modal's timeout
+
+
+def test_a_dpo_run_on_modal_trains_its_pairs_and_reports_the_margin(
+    modal_fake, home, policy, tmp_path
+):
+    """DPO through the Modal function, on pairs of the gym's words: a rhyming verse chosen
+    over one that does not rhyme."""
     import random
 
-    ctx, _ = modal_ctx(volume)
     rng = random.Random(0)
     pairs = []
     for i, row in enumerate(gym.rows(24)):
@@ -382,32 +467,33 @@ def test_a_dpo_run_on_modal_trains_its_pairs_and_reports_the_margin(volume, home
         },
         "algorithm": {**TINY["algorithm"], "kind": "dpo", "batch_size": 4},
     }
-    started = launch(spec, ctx=ctx)
-    detail = wait_finished(started.run_id, 180, ctx)
+    started = launch(spec)
+    detail = wait_finished(started.run_id, 240)
     assert detail.status == "succeeded", detail.cause
-    metrics = get_run(started.run_id, True, ctx).metrics
+    metrics = get_run(started.run_id, True).metrics
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]
     assert all({"margin", "preference_accuracy", "logp_chosen"} <= set(m) for m in metrics)
-    summary = get_run(started.run_id, ctx=ctx).preference  # DPO's figures without verbose
+    summary = get_run(started.run_id).preference  # DPO's figures without verbose
     assert summary["steps"] == [1, 4] and summary["margin"]["last"] == pytest.approx(
         sum(m["margin"] for m in metrics) / 4, abs=1e-4
     )
-    assert (volume / started.run_id / "final" / "model.safetensors").is_file()
+    assert (runs_volume(modal_fake) / started.run_id / "final" / "model.safetensors").is_file()
 
 
-def test_a_distillation_run_on_modal_loads_its_teacher_where_the_student_trains(volume, home):
-    """The Modal function body with a teacher: the tiny model distils from itself (the same
+def test_a_distillation_run_on_modal_loads_its_teacher_where_the_student_trains(
+    modal_fake, home, policy
+):
+    """The Modal function with a teacher: the tiny model distils from itself (the same
     vocabulary, the same weights: a divergence of 0, but the teacher's load, its forward pass
-    and the student's sampling all run where the GPU would be)."""
-    ctx, _ = modal_ctx(volume)
+    and the student's sampling all run in the container)."""
     spec = {
         **MODAL,
         "reward": None,
         "algorithm": {**TINY["algorithm"], "kind": "distill", "teacher": "tiny-local"},
     }
-    started = launch(spec, ctx=ctx)
-    detail = wait_finished(started.run_id, 180, ctx)
+    started = launch(spec)
+    detail = wait_finished(started.run_id, 240)
     assert detail.status == "succeeded", detail.cause
-    lines = [e.get("message", "") for e in iter_events(volume / started.run_id)]
+    lines = [e.get("message", "") for e in iter_events(runs_volume(modal_fake) / started.run_id)]
     assert any(line.startswith("train distillation from teacher tiny-local") for line in lines)
-    assert [m["step"] for m in get_run(started.run_id, True, ctx).metrics] == [1, 2, 3, 4]
+    assert [m["step"] for m in get_run(started.run_id, True).metrics] == [1, 2, 3, 4]
