@@ -583,8 +583,8 @@ def _gguf_shape(path: Path, size: int, mtime_ns: int) -> Preset | None:
             tie_word_embeddings="output.weight" not in tensors,
             default_gpu="H100",
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None  # not a GGUF file gguf can read (an empty or cut one: IndexError)
 
 
 def size_b(name: str) -> float | None:

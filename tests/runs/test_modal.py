@@ -416,6 +416,40 @@ def test_a_container_that_keeps_dying_is_billed_at_most_what_the_human_approved(
     assert modal_fake.billed_usd(call_id) <= approved.worst_case_usd
 
 
+HANG = """
+import time
+
+def score(completions, **columns):
+    time.sleep(3600)
+"""
+
+
+def test_a_run_that_hangs_past_its_timeout_is_ended_and_its_restart_trains_nothing(
+    modal_fake, home, policy, tmp_path
+):
+    """The trainer cannot stop (its reward hangs): at the window's end the run's result is
+    written and its container ends; Modal restarts it, and the restart, past the window,
+    trains nothing. No restart after a timeout spends more than a container's start."""
+    from posttrain.tools.plan import plan
+
+    (tmp_path / "hang.py").write_text(HANG)
+    spec = {
+        **MODAL,
+        "reward": f"{tmp_path / 'hang.py'}:score",
+        "compute": {**MODAL["compute"], "timeout_s": 60},
+    }
+    approved = plan(spec).cost
+    run_id = launch(spec).run_id
+    call_id = call_of(home, run_id)
+    assert modal_fake.wait(call_id, 300)
+    assert [a.how for a in modal_fake.calls[call_id].attempts] == ["crashed", "returned"]
+    detail = wait_finished(run_id, 30)
+    assert detail.status == "failed" and "did not stop when asked" in detail.cause, detail.cause
+    restart = modal_fake.calls[call_id].attempts[1]
+    assert restart.ended - restart.started < 30  # a container's start, no training
+    assert modal_fake.billed_usd(call_id) <= approved.worst_case_usd
+
+
 def test_the_trainer_stops_itself_before_its_timeout_with_final_written(modal_fake, home, policy):
     """No supervisor writes a timeout request on Modal: the run's own deadline does, a margin
     before compute.timeout_s, so the model so far is saved and Modal never kills it."""

@@ -57,7 +57,7 @@ def test_an_accepted_elicitation_starts_the_run(paid, mode):
     assert len(asked) == 1 and asked[0].startswith(
         f"Launch Qwen3-0.6B (grpo, 100 steps) on L40S for up to 60 min: {cost['summary']}?"
     )
-    assert f"${cost['run_usd']:.2f} on 1x L40S" in asked[0] and "at most $1.95" in asked[0]
+    assert f"${cost['run_usd']:.2f} on 1x L40S" in asked[0] and "at most $2.52" in asked[0]
     assert (cost["timeout_note"] or "") in asked[0]  # what the timeout may do, said too
     assert asked[0].endswith(
         "Dry run: none has passed for this model, data, reward and algorithm; `smoke_run` "
@@ -81,7 +81,7 @@ def test_a_client_without_elicitation_gets_a_token_that_works_once(paid):
     first = call(ctx, {"spec": PAID}).structured_content
     assert first["status"] == "needs_confirmation" and backend.started == []
     token = first["confirmation_token"]
-    assert "at most $1.95" in first["message"]
+    assert "at most $2.52" in first["message"]
     second = call(ctx, {"spec": PAID, "confirmation_token": token}).structured_content
     assert second["status"] == "started" and second["approved_by"] == "token"
     again = call(ctx, {"spec": PAID, "confirmation_token": token, "idempotency_key": "other"})
@@ -160,8 +160,8 @@ def test_local_runs_are_free_and_need_no_approval(paid):
 def test_two_launches_racing_for_the_budget_cannot_pass_the_daily_cap_together(home, monkeypatch):
     import threading
 
-    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "3")  # room for one $1.95 run, not two
-    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "2")
+    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "4")  # room for one $2.52 run, not two
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "3")
 
     backend = PaidBackendDouble(delay_s=0.5)  # a slow submit, outside the ledger's lock
     outcomes = []

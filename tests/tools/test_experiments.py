@@ -38,7 +38,7 @@ def started_runs(home) -> list:
 
 
 def test_plan_prices_every_arm_and_the_total_is_the_sum_of_their_runs(home):
-    one = plan(PAID).cost.worst_case_usd  # $1.95 on an L40S: both rates cost the same
+    one = plan(PAID).cost.worst_case_usd  # $2.52 on an L40S: both rates cost the same
     result = plan(EXPERIMENT)
     e = result.experiment
     assert [a.name for a in e.arms] == ["learning_rate=1e-05", "learning_rate=5e-05"]
@@ -96,10 +96,10 @@ def test_an_invalid_arm_is_refused_by_name_and_nothing_is_reserved(home, sweep, 
 
 
 def test_a_total_over_the_run_cap_is_refused_for_the_experiment_as_a_whole(home, monkeypatch):
-    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "5")  # one run $1.95; four runs $7.80
+    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "5")  # one run $2.52; four runs $10.08
     ctx = Context(backends={"modal": PaidBackendDouble()})
     assert any("the experiment's total" in w for w in plan(EXPERIMENT).warnings)
-    with pytest.raises(BudgetError, match=r"worst case \$7\.80 would pass the daily cap"):
+    with pytest.raises(BudgetError, match=r"worst case \$10\.08 would pass the daily cap"):
         launch(EXPERIMENT, human="approved", ctx=ctx)
     assert started_runs(home) == [] and spend(home) == {}
 
@@ -250,7 +250,7 @@ print(json.dumps([result.status, result.group_id, result.run_ids]))
 def test_four_processes_launching_one_experiment_with_one_key_start_one(
     home, tmp_path, monkeypatch
 ):
-    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "10")  # the policy approves the $7.80
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "11")  # the policy approves the $10.08
     script = tmp_path / "racer.py"
     script.write_text(RACER.format(root=str(ROOT)))
     procs = [

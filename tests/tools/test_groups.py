@@ -100,9 +100,9 @@ def test_a_paid_group_is_approved_once_for_its_total_and_reserved_all_or_nothing
     backend = PaidBackendDouble()
     ctx = Context(backends={"modal": backend})
     asked = human_question(PAID, ctx=ctx, seeds=[0, 1, 2])
-    assert asked.startswith("Launch a group of 3 runs of Qwen3-0.6B") and "$5.85" in asked
+    assert asked.startswith("Launch a group of 3 runs of Qwen3-0.6B") and "$7.56" in asked
     needs = launch(PAID, ctx=ctx, seeds=[0, 1, 2])
-    assert needs.status == "needs_confirmation" and needs.cost.worst_case_usd == 5.85
+    assert needs.status == "needs_confirmation" and needs.cost.worst_case_usd == 7.56  # 3 x $2.52
     started = launch(PAID, needs.confirmation_token, ctx=ctx, seeds=[0, 1, 2])
     assert started.status == "started" and len(started.run_ids) == 3
     assert started.group_id.startswith("grp-") and backend.started == started.run_ids
@@ -112,8 +112,8 @@ def test_a_paid_group_is_approved_once_for_its_total_and_reserved_all_or_nothing
     assert [listed[r].seed for r in started.run_ids] == [0, 1, 2]
     assert {listed[r].group_id for r in started.run_ids} == {started.group_id}
 
-    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "10")  # room for one more run, not three
-    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "6")
+    monkeypatch.setenv("POSTTRAIN_MAX_DAY_USD", "12")  # room for one more run, not three
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "8")
     from posttrain.core.errors import BudgetError
 
     with pytest.raises(BudgetError, match="daily cap"):
