@@ -53,12 +53,18 @@ def register(app: typer.Typer) -> None:
         import subprocess
         import sys
 
+        from posttrain.core.build import fingerprint, image_pins, python_version
         from posttrain.runs.modal_backend import ModalBackend
 
         guarded(ModalBackend().check_configured)
         code = subprocess.run(
             [sys.executable, "-m", "modal", "deploy", "-m", "posttrain.gpu.modal_app"], check=False
         ).returncode
+        if code == 0:
+            print(
+                f"deployed posttrain {fingerprint()} on Python {python_version()} with "
+                f"{', '.join(image_pins())}: launches from this checkout now run it"
+            )
         raise typer.Exit(code)
 
     @app.command("plan")

@@ -193,6 +193,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     data, checked = preflight(spec, data, tokenizer, reward, reporter)
     if dry:
         dry.saw(f"your data and template: {checked}; tokenizer: {loaded.described}")
+        dry.saw(library_versions())
     reporter.check_cancel()
 
     resume = resume_point(run_dir, spec)
@@ -280,6 +281,19 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         reporter.events.write("dry_run", durable=True, **dry.report())
     reporter.result("succeeded", step=step, path="final")
     return "succeeded"
+
+
+def library_versions() -> str:
+    """The libraries this dry run trained with: the versions the Modal image installs."""
+    from posttrain.core.build import image_pins, python_version
+
+    main = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
+    pins = [p.replace("==", " ") for p in image_pins() if p.split("==")[0] in main]
+    return (
+        f"the libraries a Modal run trains with: {', '.join(pins)} on Python "
+        f"{python_version()} (the Modal image installs the versions installed here; a launch "
+        f"refuses a deploy made from other ones)"
+    )
 
 
 def judge_line(usage: dict[str, Any]) -> str:

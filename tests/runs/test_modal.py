@@ -286,7 +286,13 @@ def test_a_judge_run_keeps_the_deployed_hugging_face_secret_beside_the_judges(
         timeout=300,
     )
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    assert modal_fake.apps["posttrain"]["tags"]["hf_secret"] == "hf-read"
+    from posttrain.core.build import fingerprint
+
+    assert f"deployed posttrain {fingerprint()} on Python" in deployed.stdout
+    assert modal_fake.apps["posttrain"]["tags"] == {
+        "posttrain": fingerprint(),
+        "hf_secret": "hf-read",
+    }
     monkeypatch.setenv("JUDGE_KEY", planted)
     judge = {
         "rubric": "Grade it.",

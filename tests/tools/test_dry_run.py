@@ -175,6 +175,10 @@ def test_get_run_says_what_the_dry_run_proved_and_that_its_rewards_mean_nothing(
     proved = " ".join(dry["proved"])
     assert "resumed from checkpoint-5" in proved and "embedded" in dry["tokenizer"]
     assert "every prompt rendered through the chat template" in proved
+    from importlib.metadata import version
+
+    # what the Modal image installs: the very versions this dry run trained with
+    assert f"transformers {version('transformers')}, trl {version('trl')}" in proved
     assert any("GPU speed" in line for line in dry["cannot_prove"])
 
 
