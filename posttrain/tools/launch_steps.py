@@ -16,8 +16,9 @@ from posttrain.tools.context import Context
 
 
 def ready_backend(ctx: Context, plan: RunPlan) -> Backend:
-    """The plan's backend, once it says it can start a run now (Modal: a token is configured;
-    no network needed): a launch that cannot start fails here, before anyone approves it."""
+    """The plan's backend, once it says it can start a run now (Modal: a token is configured
+    and the deployed app carries this posttrain, two quick calls): a launch that cannot start
+    fails here, before anyone approves it."""
     backend = ctx.backends.get(plan.backend)
     if backend is None:
         raise ConfigError(
