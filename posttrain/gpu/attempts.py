@@ -28,6 +28,7 @@ from posttrain.runs.layout import (
     TIMEOUT_REQUEST,
     has_result,
     iter_events,
+    read_events,
     write_json_atomic,
     write_result,
 )
@@ -84,16 +85,31 @@ def last_status(run_dir: Path) -> str:
     return str(results[-1].get("status", "failed")) if results else "failed"
 
 
-def stop_margin_s(run_dir: Path, timeout_s: float) -> float:
-    """How long before the window closes the trainer is asked to stop: two of its last steps
-    and the save, at least STOP_MARGIN_MIN_S, at most half the window."""
-    step_s = 0.0
-    if (run_dir / EVENTS).exists():
-        for event in iter_events(run_dir):
-            if event.get("type") == "metrics" and isinstance(event.get("step_time_s"), int | float):
-                step_s = float(event["step_time_s"])
+def stop_margin_s(step_s: float, timeout_s: float) -> float:
+    """How long before the window closes the trainer is asked to stop, its last step having
+    taken step_s: two such steps and the save, at least STOP_MARGIN_MIN_S, at most half the
+    window."""
     margin = max(STOP_MARGIN_MIN_S, 2 * step_s + SAVE_ALLOWANCE_S)
     return min(margin, timeout_s / 2)
+
+
+class LastStep:
+    """The last step's seconds in a run's events, read as they are appended (the deadline
+    asks every second; a long run's log is never read whole again)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path, self.offset, self.step_s = run_dir / EVENTS, 0, 0.0
+
+    def seconds(self) -> float:
+        if self.path.exists():
+            batch = read_events(self.path, self.offset)
+            self.offset = batch.offset
+            for _, event in batch.events:
+                if event.get("type") == "metrics" and isinstance(
+                    event.get("step_time_s"), int | float
+                ):
+                    self.step_s = float(event["step_time_s"])
+        return self.step_s
 
 
 class Deadline:
@@ -106,6 +122,7 @@ class Deadline:
         self.run_dir, self.start, self.timeout_s, self.expire = run_dir, start, timeout_s, expire
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="deadline", daemon=True)
+        self._last_step = LastStep(run_dir)
         self.stop_requested_at: float | None = None
 
     def _watch(self) -> None:
@@ -121,7 +138,7 @@ class Deadline:
                     )
                 self.expire()
                 return
-            margin = stop_margin_s(self.run_dir, self.timeout_s)
+            margin = stop_margin_s(self._last_step.seconds(), self.timeout_s)
             if self.stop_requested_at is None and now >= self.start.deadline - margin:
                 write_json_atomic(
                     self.run_dir / TIMEOUT_REQUEST,

@@ -50,22 +50,20 @@ class Committer:
     def _saving(self) -> bool:
         return self.run_dir is not None and (self.run_dir / SAVING).exists()
 
-    def _wait_for_save(self, stop: threading.Event | None) -> None:
-        waited_from = time.time()
+    def _wait_for_save(self, stop: threading.Event | None = None) -> None:
+        waited_from, stop = time.time(), stop or threading.Event()
         while self._saving():
             if time.time() - waited_from > MAX_SAVE_WAIT_S:
                 self.log(f"a save has taken over {MAX_SAVE_WAIT_S:.0f} s: committing as it stands")
                 return
-            if stop is not None and stop.wait(0.2):
+            if stop.wait(0.2):
                 return
-            if stop is None:
-                time.sleep(0.2)
 
     def commit(self) -> bool:
         """One commit, after any save in progress; False (logged) when it raised."""
         if self._commit is None:
             return True
-        self._wait_for_save(None)
+        self._wait_for_save()
         try:
             self._commit()
         except Exception as exc:  # the SDK's errors are many: each is logged and retried

@@ -5,7 +5,8 @@ Modal bills every second a container runs: its GPUs, its physical CPU cores and 
 (the larger of what it requested and what it used). posttrain asks for a fixed number of cores
 and a fixed amount of memory, request and limit alike, so that what it uses can never be billed
 above what the plan priced: the limit is the bill. Memory is sized by the model's weights
-(loading a checkpoint holds it in host memory before it moves to the GPU).
+(loading a checkpoint holds it in host memory before it moves to the GPU, in every GPU's
+process). These sizes are reasoned, not measured on Modal.
 
 The most a run can be billed (posttrain.gpu.attempts keeps it so): its whole
 `compute.timeout_s`, counted from the first start of posttrain's code in a container, plus two
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from posttrain.models.catalog import gpu_prices, resource_prices
+from posttrain.models.catalog import gpu_prices, resource_prices, shape_of
 
 CORES_PER_GPU = 4.0  # physical cores: the trainer's data loading, rewards, tokenizing
 MIN_MEMORY_GIB = 32
@@ -69,8 +70,17 @@ def container_for(gpu: str, gpu_count: int, model_params: int | None) -> Contain
     """The container a run of a model of `model_params` parameters asks for (None: unknown,
     sized as an 8B model)."""
     weights_gib = 2 * (model_params or 8_000_000_000) / 2**30  # bf16 on disk and in memory
-    memory = max(MIN_MEMORY_GIB, math.ceil(4 * weights_gib + 16))
+    # rank 0 loads and saves (a full fine-tune's fp32 copy: twice the bf16 weights) with room
+    # to spare; each other GPU's process holds its own load of the weights
+    memory_gib = 4 * weights_gib + 2 * weights_gib * (gpu_count - 1) + 16
+    memory = max(MIN_MEMORY_GIB, math.ceil(memory_gib))
     return Container(gpu, gpu_count, CORES_PER_GPU * gpu_count, memory)
+
+
+def container_for_model(gpu: str, gpu_count: int, model: str) -> Container:
+    """The container for a model a spec names (a preset, a folder, a .gguf: its shape)."""
+    shape = shape_of(model)
+    return container_for(gpu, gpu_count, shape.n_params if shape else None)
 
 
 def worst_case_s(timeout_s: float) -> float:

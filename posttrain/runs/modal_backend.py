@@ -28,11 +28,11 @@ from typing import Any
 
 from posttrain.core.build import TAG_HF_SECRET, TAG_SOURCE, fingerprint
 from posttrain.core.errors import BackendError
-from posttrain.models.catalog import parse_gpu, shape_of
+from posttrain.models.catalog import parse_gpu
 from posttrain.models.container import (
     CONTAINER_BOOT_S,
     Container,
-    container_for,
+    container_for_model,
     worst_case_s,
 )
 from posttrain.runs.inputs import modal_inputs
@@ -122,7 +122,7 @@ class ModalBackend:
                 f"the Modal app '{APP_NAME}' is not deployed: run `posttrain modal deploy` once "
                 f"(and again after upgrading posttrain)"
             ) from None
-        except (errors.ConnectionError, ConnectionError, OSError) as exc:
+        except network_errors(errors) as exc:
             raise BackendError(f"Modal cannot be reached ({type(exc).__name__}: {exc})") from None
         here = fingerprint()
         if tags.get(TAG_SOURCE) != here:
@@ -172,7 +172,8 @@ class ModalBackend:
         volume = self._volume()
         remote_spec = self._upload_inputs(spec, run_dir.name, volume)
         meta = read_json(run_dir / RUN_META)
-        container = container_of(plan)
+        # what the plan priced (plan.estimate sizes it: models.container)
+        container = Container(gpu, count, plan.cost.cpu_cores, plan.cost.memory_gib)
         options: dict[str, Any] = {
             "gpu": spec.gpu,
             # past the run's own deadline (its first start + timeout_s: gpu/attempts.py), so
@@ -344,7 +345,10 @@ class ModalBackend:
             meta.pop("unreachable_error", None)
             write_json_atomic(meta_path, meta)
         if ended is None and not has_result(run_dir) and (overdue := self._overdue(run_dir)):
-            self._call(run_dir).cancel(terminate_containers=True)
+            try:
+                self._call(run_dir).cancel(terminate_containers=True)
+            except network_errors(self.sdk.exception):
+                return grew  # not cancelled: asked again on the next poll
             write_result(run_dir, "failed", overdue)
             return True
         if ended is None or has_result(run_dir):
@@ -365,9 +369,7 @@ class ModalBackend:
         now = time.time()
         submitted = float(meta.get("submitted_at") or now)
         window = float(meta.get("worst_case_s") or 0)
-        first_start = None
-        if (run_dir / EVENTS).exists():
-            first_start = next((e["t"] for e in _events(run_dir) if e.get("t")), None)
+        first_start = first_event_time(run_dir)
         if first_start is None and now - submitted > NEVER_STARTED_S:
             return (
                 f"no event from Modal {now - submitted:.0f} s after its launch: the call waited "
@@ -432,10 +434,8 @@ class ModalBackend:
         """A function job -> completions that runs the deployed `generate` on Modal."""
         self.check_configured()
 
-        spec = read_json(run_dir / SPEC)
-        name, count = parse_gpu(gpu)
-        shape = shape_of((spec.get("model") or {}).get("name") or "")
-        container = container_for(name, count, shape and shape.n_params)
+        model = (read_json(run_dir / SPEC).get("model") or {}).get("name") or ""
+        container = container_for_model(*parse_gpu(gpu), model)  # as evaluate priced it
 
         def generate(job: dict[str, Any]) -> dict[str, Any]:
             self.deployed_tags()
@@ -484,17 +484,6 @@ class ModalBackend:
         return written
 
 
-def container_of(plan: Any) -> Container:
-    """The container a launch's plan priced (its cores and memory), or, for a plan without
-    them, the one posttrain.models.container sizes for the model."""
-    spec, cost = plan.spec, plan.cost
-    gpu, count = parse_gpu(spec.gpu)
-    if cost.cpu_cores and cost.memory_gib:
-        return Container(gpu, count, cost.cpu_cores, cost.memory_gib)
-    shape = shape_of(spec.model.name)
-    return container_for(gpu, count, shape and shape.n_params)
-
-
 def network_errors(errors: Any) -> tuple[type[BaseException], ...]:
     """What the modal SDK raises when Modal cannot be reached: its ConnectionError (a socket
     error after its retries), ServiceError (Modal answered 'unavailable'), and the builtin
@@ -502,6 +491,16 @@ def network_errors(errors: Any) -> tuple[type[BaseException], ...]:
     missing file on the Volume is a FileNotFoundError, and the function's own failure reaches
     here as a RuntimeError (posttrain.gpu.modal_app.run_training)."""
     return (errors.ConnectionError, errors.ServiceError, ConnectionError)
+
+
+def first_event_time(run_dir: Path) -> float | None:
+    """When the run's first event was written (its container's first start), from the first
+    line alone: asked on every poll, never the whole log."""
+    try:
+        with (run_dir / EVENTS).open("rb") as f:
+            return float(json.loads(f.readline())["t"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:

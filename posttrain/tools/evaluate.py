@@ -18,8 +18,7 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import ExperimentResult, compare, store_comparison
 from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
-from posttrain.models.catalog import shape_of
-from posttrain.models.container import container_for, worst_case_s
+from posttrain.models.container import container_for_model, worst_case_s
 from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.tools.approval import Decision, decide, unapproved, who_approves
 from posttrain.tools.budget import BudgetPolicy, Ledger
@@ -62,8 +61,7 @@ def _cost(run_dirs: list[Path]) -> tuple[str | None, float]:
         return None, 0.0
     gpu = meta.get("gpu") or "H100"
     model = (read_json(run_dirs[0] / SPEC).get("model") or {}).get("name") or ""
-    shape = shape_of(model)
-    container = container_for(gpu, 1, shape and shape.n_params)  # GPU, CPU cores, memory
+    container = container_for_model(gpu, 1, model)  # its GPU, CPU cores and memory
     return gpu, round(worst_case_s(EVAL_TIMEOUT_S) * container.usd_per_s * len(run_dirs), 2)
 
 

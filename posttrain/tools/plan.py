@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, RewardError
 from posttrain.models.calibration import fits
-from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu, shape_of
-from posttrain.models.container import container_for, worst_case_s
+from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
+from posttrain.models.container import container_for_model, worst_case_s
 from posttrain.rewards.registry import get_reward
 from posttrain.runs.inputs import modal_inputs
 from posttrain.spec.batch import split_text
@@ -89,8 +89,7 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
     local = spec.compute.backend == "local"
     gpu, count = (None, 1) if local else parse_gpu(spec.gpu)
     price = 0.0 if local or gpu is None else gpu_prices()[gpu]
-    shape = shape_of(spec.model.name)
-    container = None if gpu is None else container_for(gpu, count, shape and shape.n_params)
+    container = None if gpu is None else container_for_model(gpu, count, spec.model.name)
     # a finished run of this shape (its GPU count included) measured its GPUs' waits already
     step = se.step_s * (MULTI_GPU_OVERHEAD if count > 1 and not se.runs_used else 1.0)
     warm = (a.warmstart.steps if a.warmstart else 0) * se.warm_step_s

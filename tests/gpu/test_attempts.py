@@ -7,7 +7,14 @@ import time
 
 import pytest
 
-from posttrain.gpu.attempts import MAX_STARTS, Deadline, begin, finish_refused, stop_margin_s
+from posttrain.gpu.attempts import (
+    MAX_STARTS,
+    Deadline,
+    LastStep,
+    begin,
+    finish_refused,
+    stop_margin_s,
+)
 from posttrain.gpu.committer import MAX_SAVE_WAIT_S, Committer, saving
 from posttrain.runs.layout import SAVING, TIMEOUT_REQUEST, iter_events, write_result
 
@@ -40,12 +47,17 @@ def test_a_start_after_the_run_ended_keeps_the_result_it_had(tmp_path):
 
 
 def test_the_stop_margin_covers_two_of_the_last_steps_and_the_save(tmp_path):
-    assert stop_margin_s(tmp_path, 3600) == 60.0  # nothing measured yet: the save alone
-    (tmp_path / "events.jsonl").write_text(
-        json.dumps({"type": "metrics", "step": 3, "step_time_s": 40.0}) + "\n"
-    )
-    assert stop_margin_s(tmp_path, 3600) == 2 * 40 + 60
-    assert stop_margin_s(tmp_path, 100) == 50  # never more than half the window
+    last = LastStep(tmp_path)
+    assert stop_margin_s(last.seconds(), 3600) == 60.0  # nothing measured yet: the save alone
+    with (tmp_path / "events.jsonl").open("a") as events:
+        for step, seconds in ((1, 12.0), (2, 40.0)):
+            events.write(json.dumps({"type": "metrics", "step": step, "step_time_s": seconds}))
+            events.write("\n")
+    assert last.seconds() == 40.0 and stop_margin_s(40.0, 3600) == 2 * 40 + 60
+    with (tmp_path / "events.jsonl").open("a") as events:  # read from where it stopped
+        events.write(json.dumps({"type": "heartbeat", "step": 2}) + "\n")
+    assert last.seconds() == 40.0 and last.offset == (tmp_path / "events.jsonl").stat().st_size
+    assert stop_margin_s(40.0, 100) == 50  # never more than half the window
 
 
 def test_the_deadline_asks_the_trainer_to_stop_then_ends_a_run_that_did_not(tmp_path):

@@ -74,3 +74,19 @@ def test_a_distillation_teacher_is_counted_in_bf16():
     teacher = PRESETS["Qwen3-8B"].n_params
     with_teacher = state_gb("distill", lora=True, teacher_params=teacher)
     assert with_teacher - state_gb("distill", lora=True) == pytest.approx(2 * teacher / GB)
+
+
+def test_a_containers_memory_grows_with_its_gpus_processes_and_its_price_counts_it():
+    """Each GPU's trainer process loads the weights into host memory: H100:4 asks for more
+    than H100, and its price a second is its GPUs, cores and GiB at the table's rates."""
+    from posttrain.models.catalog import CPU_CORE_USD_PER_S, MEMORY_GIB_USD_PER_S, PRESETS
+    from posttrain.models.container import container_for_model
+
+    one = container_for_model("H100", 1, "Qwen3-4B")
+    four = container_for_model("H100", 4, "Qwen3-4B")
+    weights_gib = 2 * PRESETS["Qwen3-4B"].n_params / 2**30
+    assert one.memory_gib == 46 and four.memory_gib >= one.memory_gib + 3 * 2 * weights_gib
+    assert (one.cores, four.cores) == (4, 16)
+    assert four.usd_per_s == pytest.approx(
+        4 * 0.001097 + 16 * CPU_CORE_USD_PER_S + four.memory_gib * MEMORY_GIB_USD_PER_S
+    )

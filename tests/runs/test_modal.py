@@ -139,6 +139,61 @@ def test_a_modal_run_is_spawned_followed_and_costed(modal_fake, home, policy, tm
     assert AutoModelForCausalLM.from_pretrained(exported.out).config.model_type == "qwen3"
 
 
+HELPERS = """
+import re
+
+def last_number(text):
+    found = re.findall(r"-?\\d+", str(text))
+    return int(found[-1]) if found else None
+"""
+ARITHMETIC = """
+from helpers import last_number
+
+def exact(completions, solution, **columns):
+    return [float(last_number(c) == int(s)) for c, s in zip(completions, solution)]
+"""
+
+
+def test_a_users_arithmetic_file_and_reward_with_its_own_module_train_on_modal(
+    modal_fake, home, policy, tmp_path
+):
+    """As a user writes it: their file, their column names, a reward file that imports a
+    module beside it. All of it reaches the container's Volume view, and the reward scores
+    there with its helper."""
+    work = tmp_path / "my project"
+    work.mkdir()
+    (work / "helpers.py").write_text(HELPERS)
+    (work / "arith.py").write_text(ARITHMETIC)
+    rows = [
+        {"question": f"What is {a} + {b}? Answer with the number.", "solution": str(a + b)}
+        for a in range(1, 9)
+        for b in range(2, 6)
+    ]
+    (work / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = {
+        **MODAL,
+        "dataset": {
+            "path": str(work / "sums.jsonl"),
+            "prompt_column": "question",
+            "reference_column": "solution",
+        },
+        "reward": {"name": f"{work / 'arith.py'}:exact"},
+    }
+    started = launch(spec)
+    detail = wait_finished(started.run_id, 240)
+    assert detail.status == "succeeded", detail.cause
+    inputs = runs_volume(modal_fake) / started.run_id / "inputs"
+    uploaded = sorted(str(p.relative_to(inputs)) for p in inputs.rglob("*") if p.is_file())
+    assert uploaded == ["reward/arith.py", "reward/helpers.py", "sums.jsonl"]
+    call = modal_fake.calls[call_of(home, started.run_id)]
+    remote = json.loads(call.args[1])
+    assert remote["reward"]["name"] == "inputs/reward/arith.py:exact"
+    assert str(tmp_path) not in call.args[1]  # nothing local reaches the container's spec
+    metrics = get_run(started.run_id, True).metrics
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    assert all(0.0 <= m["reward"] <= 1.0 for m in metrics)  # scored there, by its helper
+
+
 def test_a_run_before_its_first_commit_reads_as_starting_and_a_cancel_then_is_recorded(
     modal_fake, home, policy
 ):
