@@ -183,7 +183,11 @@ def test_a_users_arithmetic_file_and_reward_with_its_own_module_train_on_modal(
     detail = wait_finished(started.run_id, 240)
     assert detail.status == "succeeded", detail.cause
     inputs = runs_volume(modal_fake) / started.run_id / "inputs"
-    uploaded = sorted(str(p.relative_to(inputs)) for p in inputs.rglob("*") if p.is_file())
+    uploaded = sorted(  # (the container's own __pycache__ from importing them aside)
+        str(p.relative_to(inputs))
+        for p in inputs.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert uploaded == ["reward/arith.py", "reward/helpers.py", "sums.jsonl"]
     call = modal_fake.calls[call_of(home, started.run_id)]
     remote = json.loads(call.args[1])
