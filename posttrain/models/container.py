@@ -27,6 +27,9 @@ MIN_MEMORY_GIB = 32
 # A container's start before posttrain's code runs: the image's start, Python and imports.
 # Modal's cold starts are seconds to tens of seconds; 90 s is the allowance priced.
 CONTAINER_BOOT_S = 90
+# A container's end after the run wrote its result: the last Volume commit and the exit, still
+# billed (the fake platform measured ~0.5 s; a commit retried after an error takes longer).
+CONTAINER_END_S = 30
 
 
 @dataclass(frozen=True)

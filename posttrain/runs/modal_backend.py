@@ -31,6 +31,7 @@ from posttrain.core.errors import BackendError
 from posttrain.models.catalog import parse_gpu
 from posttrain.models.container import (
     CONTAINER_BOOT_S,
+    CONTAINER_END_S,
     Container,
     container_for_model,
     worst_case_s,
@@ -456,7 +457,9 @@ class ModalBackend:
         start = meta.get("submitted_at") or meta.get("created_at") or row.get("created_at")
         if not start:
             return 0.0
-        end = row.get("ended_at") or time.time()
+        # from the spawn (an upper bound: Modal bills from the container's start) to the run's
+        # result, and the container's end after it (its last commit and exit are billed too)
+        end = row["ended_at"] + CONTAINER_END_S if row.get("ended_at") else time.time()
         return round(max(0.0, end - start) * billed_usd_per_s(meta), 4)
 
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
