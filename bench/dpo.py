@@ -37,7 +37,7 @@ from real_model import show, wait
 
 
 def spec(data: str, steps: int, lr: float, seed: int) -> dict:
-    from posttrain.data.demo import REAL_MODEL, real_demo_lora
+    from posttrain.data.demo_specs import REAL_MODEL, real_demo_lora
 
     return {
         "name": "DPO: SmolLM2-135M learns a warm tone",

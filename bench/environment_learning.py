@@ -88,7 +88,7 @@ def calculator_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
 def learning_spec(
     data: Path, holdout: float, warm: int, steps: int, seed: int = 0, timeout_s: int = 3000
 ) -> dict[str, Any]:
-    from posttrain.data.demo import REAL_MODEL, real_demo_lora
+    from posttrain.data.demo_specs import REAL_MODEL, real_demo_lora
 
     return {
         "name": "SmolLM2-135M learns the calculator environment",

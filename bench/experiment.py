@@ -63,8 +63,8 @@ def main() -> None:
     os.environ.setdefault("POSTTRAIN_HOME", tempfile.mkdtemp(prefix="posttrain-exp-bench-"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from posttrain.data.demo import DEMO_LEARNING_RATE, demo_spec
-    from posttrain.tools.context import Context
+    from posttrain.data.demo_specs import DEMO_LEARNING_RATE, demo_spec
+    from posttrain.runs.context import Context
     from posttrain.tools.evaluate import evaluate
     from posttrain.tools.launch import launch
     from posttrain.tools.plan import plan

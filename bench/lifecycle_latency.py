@@ -31,7 +31,7 @@ GOAL_S = 10.0
 
 def smoke_spec() -> dict[str, Any]:
     """The demo's spec, small: its data, template and reward (rhyme_relevance, MiniLM)."""
-    from posttrain.data.demo import demo_spec
+    from posttrain.data.demo_specs import demo_spec
 
     spec = demo_spec(steps=4, warmstart_steps=0)
     spec["algorithm"].pop("warmstart")

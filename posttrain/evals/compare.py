@@ -1,7 +1,7 @@
 """An experiment's comparison: which arm is best on the metric it is judged by, and is the
 lead real?
 
-Each arm was evaluated as a group of seeds against the base (posttrain.evals.evaluate), on
+Each arm was evaluated as a group of seeds against the base (posttrain.evals.evaluation), on
 the same held-out tasks. Here the arms meet: per task, each arm's score is the mean over its
 seeds' trained passes; the best arm (by the sweep's metric and goal) is paired with every
 other arm task by task. Each difference gets a bootstrap interval and a sign-flip p-value,
@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
 from posttrain.evals import stats
-from posttrain.evals.evaluate import EvalResult
+from posttrain.evals.evaluation import EvalResult
 from posttrain.runs.layout import read_json, write_json_atomic
 
 COMPARISON = "evaluations/experiment.json"  # in each compared run: its experiment's latest

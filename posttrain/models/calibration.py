@@ -1,7 +1,7 @@
 """What the step-time model is fitted to: measured figures, each dated, with its machine, its
 software and the command that measured it.
 
-The cost a human approves comes from `tools/estimate.py`, whose constants are fitted here
+The cost a human approves comes from `pricing/estimate.py`, whose constants are fitted here
 (`fitted()`), never typed in by hand. Add a measurement to MEASUREMENTS and the fit follows.
 
 The model, and why it has this shape (DESIGN.md, "Measured on an H200"):
@@ -217,7 +217,7 @@ class CpuMeasurement:
     machine: str = CPU_MACHINE
 
 
-# The real demo's spec (posttrain/data/demo.py), `make demo-real` on a fresh clone on two quiet
+# The real demo's spec (data/demo_specs.py), `make demo-real` on a fresh clone on two quiet
 # cores of an AMD EPYC (the trainer at its default 2 threads, activations kept: no gradient
 # checkpointing on the CPU): medians of steady steps from its events.jsonl. The first
 # measurement (run-261202-073417-21f8: a longer system prompt, 1 thread at nice 10 beside the

@@ -16,7 +16,7 @@ from posttrain.data.toolcalls import Call
 # range; info: reported with its score, never flagged (a judgement the user makes);
 # accepted: the reference in another form, reported as a form the reward accepts or not;
 # user: the user's own probe (--probes), flagged when it scores above the most it should;
-# judges (rewards/judge/probes.py): injection, an exploit whose lift over the same answer
+# judges (rewards/judge/exploits.py): injection, an exploit whose lift over the same answer
 # without the instruction is said; bias, the right answer dressed up, flagged when paid more
 # than the honest answers; reference, the reference itself, flagged when paid under half
 ProbeKind = Literal[

@@ -19,7 +19,7 @@ from typing import Any
 from posttrain.core.errors import ConfigError
 from posttrain.rewards.base import Reward, graded_mean
 from posttrain.rewards.guards import checked_scores, reward_label
-from posttrain.rewards.judge.probes import judge_probes
+from posttrain.rewards.judge.exploits import judge_probes
 from posttrain.rewards.probe_types import Probe, Row
 from posttrain.rewards.row_probes import row_probes, user_probe
 from posttrain.rewards.tool_probes import TOOL_PROBES, tool_rows

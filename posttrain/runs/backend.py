@@ -1,7 +1,7 @@
 """The seam every backend implements (local subprocess, Modal), and the launch path over it:
 reserve -> submit -> record.
 
-    reserve  one ledger transaction (posttrain.tools.budget.Ledger.reserve): claim the
+    reserve  one ledger transaction (posttrain.ledger.budget.Ledger.reserve): claim the
              idempotency key, consume the confirmation token, check the caps, reserve the
              spend, and create the run folder as `reserved`. Nothing runs yet, and a second
              launch with the same key finds this run.

@@ -72,7 +72,7 @@ PRELOAD = (
 )
 # What a server forks on request: detached processes that run or evaluate a model.
 SPAWNABLE = frozenset(
-    {"posttrain.runs.supervisor", "posttrain.tools.job_worker", "posttrain.gpu.export"}
+    {"posttrain.runs.supervisor", "posttrain.jobs.worker", "posttrain.gpu.export_weights"}
 )
 # Read when used, or set per trainer: they do not split servers.
 UNKEYED_PREFIXES = ("POSTTRAIN_", "PYTEST_")

@@ -1,5 +1,5 @@
 """What finished runs measured: steady seconds per step, start-up and peak memory, keyed by
-the run's shape, so the next estimate of that shape starts from them (tools/estimate.py).
+the run's shape, so the next estimate of that shape starts from them (pricing/estimate.py).
 Written when the index sees a run end; rebuilt with the index."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from posttrain.spec.keys import shape_key
 
 def record(db: sqlite3.Connection, s: dict[str, Any], run_dir: Path) -> None:
     """A finished run's steady step time, start-up and peak memory, keyed by its shape,
-    for the next estimate of that shape (posttrain.tools.estimate)."""
+    for the next estimate of that shape (posttrain.pricing.estimate)."""
     rows = db.execute(
         "SELECT phase, step, t, data FROM metrics WHERE run_id=? ORDER BY phase, step",
         (s["run_id"],),

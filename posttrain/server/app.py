@@ -27,17 +27,17 @@ from pydantic import Field
 
 from posttrain.core.paths import confine_spec_source
 from posttrain.core.secrets import mask_log_records
+from posttrain.runs.context import Context as RunContext
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.server.approval import Approval, NoQuestion, PlanCache, ask, decision_of
 from posttrain.server.calls import RedactResults, call
+from posttrain.server.elicitation import Approval, NoQuestion, PlanCache, ask, decision_of
 from posttrain.server.heartbeat import Heartbeat
 from posttrain.server.job_views import register_job_views
-from posttrain.server.progress import LogLevels
+from posttrain.server.log_levels import LogLevels
 from posttrain.server.run_views import READ_ONLY, RunId, register_run_views
 from posttrain.server.summaries import SummariseText
 from posttrain.spec.schema import load_spec
 from posttrain.tools import runs as run_tools
-from posttrain.tools.context import Context as RunContext
 from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.env_check import EnvironmentCheck, check_environment, is_spec_source
 from posttrain.tools.evaluate import (

@@ -1,4 +1,4 @@
-"""The MCP tools over jobs (posttrain.tools.jobs): get_job and cancel_job. An evaluation, an
+"""The MCP tools over jobs (posttrain.jobs.detached): get_job and cancel_job. An evaluation, an
 export and other work longer than a client waits on one call return a job id at once; these
 tools follow it."""
 
@@ -11,8 +11,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from posttrain.jobs.detached import JobView, cancel_job, get_job
 from posttrain.server.run_views import READ_ONLY
-from posttrain.tools.jobs import JobView, cancel_job, get_job
 
 JobId = Annotated[
     str, Field(description="A job id (job-...) from evaluate or export_run.", max_length=64)

@@ -12,9 +12,9 @@ from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import PosttrainError
+from posttrain.reports.run_models import CancelResult, LogPage, RunDetail, RunSummary, TracePage
+from posttrain.runs.context import Context as RunContext
 from posttrain.tools import runs as run_tools
-from posttrain.tools.context import Context as RunContext
-from posttrain.tools.run_models import CancelResult, LogPage, RunDetail, RunSummary, TracePage
 
 RunId = Annotated[
     str, Field(description="A run id from launch, smoke_run or list_runs.", max_length=64)

@@ -1,6 +1,6 @@
 """What a launch resolves into, read by every layer below the edge that resolves it.
 
-`posttrain.tools.resolve` validates a spec once into a RunPlan: the spec, the reward's
+`posttrain.launching.resolve` validates a spec once into a RunPlan: the spec, the reward's
 columns, the backend, the price (CostEstimate, from `posttrain.tools.plan`), and the base
 model, following resume chains. The backends (posttrain.runs.backend), approval, the ledger
 and run.json read the plan's answers; nothing downstream parses the spec again. The plan is

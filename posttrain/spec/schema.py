@@ -238,7 +238,7 @@ class DatasetSpec(Strict):
         """Every column the rows must have: the template's, the reference the spec names,
         the target. The default reference column ('reference') is read where the rows have
         it and required only where the path needs it: an SFT target (check_columns), a
-        reward that reads the reference (posttrain.tools.data.check_data). Chat rows' last
+        reward that reads the reference (posttrain.launching.columns.check_data). Chat rows' last
         answer is their reference; an environment's rows need none. (Decided by the value,
         not by whether it was written: a spec dumped and loaded again means the same.)"""
         used = [] if self.messages_column else template_columns(self.template)

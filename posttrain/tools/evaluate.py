@@ -3,13 +3,14 @@ is approved like a launch (policy, token or human) and its worst case counts aga
 caps. The result is stored with the run and shown by get_run.
 
 An evaluation takes minutes, longer than a client waits on one tool call: `start_evaluate`
-approves it and runs it as a detached job (posttrain.tools.jobs), returning its id at once;
+approves it and runs it as a detached job (posttrain.jobs.detached), returning its id at once;
 `evaluate` runs the same work in this process."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,14 +18,14 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import ExperimentResult, compare, store_comparison
-from posttrain.evals.evaluate import EvalResult, evaluate_runs, store
+from posttrain.evals.evaluation import EvalResult, evaluate_runs, store
+from posttrain.jobs.detached import JobView, find_job, start_job
+from posttrain.ledger.approval import Decision, decide, unapproved, who_approves
+from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.models.container import container_for_model, worst_case_s
+from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
+from posttrain.runs.context import Context
 from posttrain.runs.layout import RUN_META, SPEC, read_json
-from posttrain.tools.approval import Decision, decide, unapproved, who_approves
-from posttrain.tools.budget import BudgetPolicy, Ledger
-from posttrain.tools.context import Context
-from posttrain.tools.jobs import JobView, find_job, start_job
-from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
 
 EVAL_TIMEOUT_S = 3600  # the worst case an evaluation on Modal is approved for
 
@@ -103,7 +104,7 @@ def _judge_words(share: Any) -> str:
 def _runs(ctx: Context, run_or_group: str) -> list[dict[str, Any]]:
     """The runs an id names: one run, every seed of a group, or every arm x seed of an
     experiment."""
-    from posttrain.tools.groups import group_runs
+    from posttrain.launching.groups import group_runs
 
     ids = (
         group_runs(ctx, run_or_group)
@@ -442,3 +443,25 @@ def _local_generate(run_dir: Path) -> Any:
 
 def dumps(outcome: EvaluateOutcome) -> str:
     return json.dumps(outcome.model_dump(mode="json"), indent=2)
+
+
+def job_work(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
+    """The detached job's work (posttrain.jobs.worker), from its job.json."""
+    from posttrain.tools.evaluate import run_evaluation
+
+    args, extra = job["args"], job.get("extra") or {}
+    ctx = Context(root=Path(job["runs_root"]))
+    outcome = run_evaluation(
+        args["run_id"],
+        args["k"],
+        args["base_passes"],
+        args["max_tasks"],
+        args["threshold"],
+        args["seed"],
+        approved_by=extra.get("approved_by") or "free",
+        worst_case_usd=extra.get("worst_case_usd") or 0.0,
+        ctx=ctx,
+        progress=progress,
+        judge=args.get("judge"),
+    )
+    return outcome.model_copy(update={"job_id": job["job_id"]}).model_dump(mode="json")

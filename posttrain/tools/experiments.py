@@ -4,7 +4,7 @@ An experiment is a run group whose runs differ by more than their seed: every ar
 sweep (posttrain.spec.sweep) once per seed. `resolve_experiment` validates every arm as a
 whole spec and resolves each run's plan (data, reward columns, price) before anything is
 reserved, so a bad key or value is refused naming its arm, and nothing starts. Then
-`launch_group` (posttrain.tools.groups) asks one question for the total, reserves every run
+`launch_group` (posttrain.launching.groups) asks one question for the total, reserves every run
 in one ledger transaction (all or none, one idempotency key for the experiment) and submits
 them. Each run's run.json names its experiment (the group id), its arm and the arm's
 overrides, which list_runs and get_run show.
@@ -21,19 +21,19 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import stored_comparison
+from posttrain.launching.groups import GroupPlan, group_runs, new_group_id
+from posttrain.launching.resolve import resolve
+from posttrain.launching.sweeps import (
+    checked,
+    experiment_arms,
+)
+from posttrain.ledger.budget import Ledger
+from posttrain.pricing.cost import total_cost
+from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, RunSummary
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.schema import MAX_NAME
 from posttrain.spec.sweep import MAX_RUNS, Sweep
-from posttrain.tools.budget import Ledger
-from posttrain.tools.groups import GroupPlan, group_runs, new_group_id
-from posttrain.tools.resolve import resolve
-from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX, RunSummary
 from posttrain.tools.runs import list_runs
-from posttrain.tools.sweeps import (
-    checked,
-    experiment_arms,
-    total_cost,
-)
 
 
 def experiment_key(base: dict[str, Any], sweep: Sweep, seeds: list[int]) -> str:

@@ -2,7 +2,7 @@
 
 Merged (the default): the LoRA adapter merged into the model it was trained on, or a full
 fine-tune's weights, as safetensors with the tokenizer and chat template
-(posttrain.gpu.export, in a child process: the weights never load into the server). Not
+(posttrain.gpu.export_weights, in a child process: the weights never load into the server). Not
 merged: the adapter folder as training saved it. A Modal run's folders are read from the
 Volume first (its final/, and the warm-start or earlier run it was trained on); merging then
 runs on this machine, so a hub base model must be in the Hugging Face cache or reachable.
@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,12 +30,12 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import BackendError, ConfigError
 from posttrain.core.paths import confine
 from posttrain.core.secrets import redact
-from posttrain.gpu.export import EXPORT_INFO
+from posttrain.gpu.export_weights import EXPORT_INFO
+from posttrain.jobs.detached import find_job, start_job
 from posttrain.runs import forkserver
+from posttrain.runs.context import Context
 from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.spec.schema import load_spec
-from posttrain.tools.context import Context
-from posttrain.tools.jobs import find_job, start_job
 
 EXPORT_TIMEOUT_S = 3600  # a 4B model merges in minutes on a CPU; past an hour something hangs
 HUB_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}\Z")
@@ -187,7 +188,7 @@ def _fetch(backend: Any, run_dir: Path, spec: Any) -> None:
 
 
 def _merge(run_dir: Path, staging: Path) -> dict[str, Any]:
-    """posttrain.gpu.export in a child process; its JSON line, or a clear error."""
+    """posttrain.gpu.export_weights in a child process; its JSON line, or a clear error."""
     try:
         code, output = _run_export([str(run_dir), str(staging)], staging)
     except subprocess.TimeoutExpired:
@@ -209,13 +210,13 @@ def _run_export(args: list[str], staging: Path) -> tuple[int, str]:
     torch and transformers: ~6 CPU-s less a merge), else a new interpreter."""
     log = staging.with_name(staging.name + ".log")  # beside the folder, never inside it
     try:
-        code = forkserver.run_forked("posttrain.gpu.export", args, log, EXPORT_TIMEOUT_S)
+        code = forkserver.run_forked("posttrain.gpu.export_weights", args, log, EXPORT_TIMEOUT_S)
         if code is not None:
             return code, log.read_text(errors="replace") if log.exists() else ""
     finally:
         log.unlink(missing_ok=True)
     done = subprocess.run(
-        [sys.executable, "-m", "posttrain.gpu.export", *args],
+        [sys.executable, "-m", "posttrain.gpu.export_weights", *args],
         capture_output=True,
         text=True,
         timeout=EXPORT_TIMEOUT_S,
@@ -269,3 +270,17 @@ def push(folder: Path, repo: str) -> str:
             f"push_to_hub {repo} failed: {redact(str(exc), [token])[:300]}"
         ) from None
     return f"https://huggingface.co/{repo}"
+
+
+def job_work(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
+    """The detached job's work (posttrain.jobs.worker), from its job.json."""
+    from posttrain.tools.export import export_run
+
+    args, extra = job["args"], job.get("extra") or {}
+    ctx = Context(root=Path(job["runs_root"]))
+    progress(0, 1, "exporting")
+    roots = [Path(r) for r in extra["roots"]] if extra.get("roots") is not None else None
+    result = export_run(
+        args["run_id"], args["out"], args["merged"], args["push_to_hub"], ctx=ctx, roots=roots
+    )
+    return result.model_dump(mode="json")

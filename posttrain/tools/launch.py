@@ -1,7 +1,7 @@
 """launch and smoke_run: start a run, with a human's approval before any GPU money is spent.
 
-A launch is resolved once into a RunPlan (posttrain.tools.resolve); approval is decided from
-it (posttrain.tools.approval); then the run is reserved in the ledger, submitted to its
+A launch is resolved once into a RunPlan (posttrain.launching.resolve); approval is decided from
+it (posttrain.ledger.approval); then the run is reserved in the ledger, submitted to its
 backend outside the lock, and recorded (posttrain.runs.backend). The same idempotency key
 (default: the spec id) never starts two live runs, however many launches race for it.
 """
@@ -15,10 +15,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import BackendError, PosttrainError
-from posttrain.runs.backend import submit_and_record
-from posttrain.runs.run_lock import LaunchLock
-from posttrain.spec.schema import RunSpec, load_spec
-from posttrain.tools.approval import (
+from posttrain.launching.groups import GroupPlan, ask_group, launch_group, resolve_group
+from posttrain.launching.reserve import create_run, ready_backend
+from posttrain.launching.resolve import RunPlan, resolve
+from posttrain.launching.sweeps import sweep_of
+from posttrain.ledger.approval import (
     Decision,
     decide,
     existing_run,
@@ -27,19 +28,18 @@ from posttrain.tools.approval import (
     still_counts,
     unapproved,
 )
-from posttrain.tools.budget import BudgetPolicy, Ledger
-from posttrain.tools.context import Context
+from posttrain.ledger.budget import BudgetPolicy, Ledger
+from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX
+from posttrain.runs.backend import submit_and_record
+from posttrain.runs.context import Context
+from posttrain.runs.run_lock import LaunchLock
+from posttrain.spec.run_plan import CostEstimate
+from posttrain.spec.schema import RunSpec, load_spec
 from posttrain.tools.experiments import (
     resolve_experiment,
     resume,
     smoke_experiment,
 )
-from posttrain.tools.groups import GroupPlan, ask_group, launch_group, resolve_group
-from posttrain.tools.launch_steps import create_run, ready_backend
-from posttrain.tools.plan import CostEstimate
-from posttrain.tools.resolve import RunPlan, resolve
-from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX
-from posttrain.tools.sweeps import sweep_of
 
 SMOKE_STEPS = 4  # after the proof step
 

@@ -15,16 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from posttrain.core.errors import ConfigError, NotFoundError
-from posttrain.runs.layout import FINAL_STATUSES, RUN_META, SPEC, read_json
-from posttrain.tools import trace_page
-from posttrain.tools.context import Context, is_stalled
-from posttrain.tools.health import (
+from posttrain.reports import trace_page
+from posttrain.reports.health import (
     dry_run_summary,
     evaluation_summary,
     preference_summary,
     run_health,
 )
-from posttrain.tools.run_models import (
+from posttrain.reports.run_models import (
     EXPERIMENT_ID_PREFIX,
     GROUP_ID_PREFIX,
     TREND_WINDOW,
@@ -38,6 +36,8 @@ from posttrain.tools.run_models import (
     TraceRow,
     Trend,
 )
+from posttrain.runs.context import Context, is_stalled
+from posttrain.runs.layout import FINAL_STATUSES, RUN_META, SPEC, read_json
 
 MAX_LOG_LINES = 2000
 MAX_TRACE_SAMPLES = 64
@@ -107,8 +107,8 @@ def trend(rewards: list[float], window: int = TREND_WINDOW) -> Trend:
 
 def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> RunDetail:
     """Status, progress, reward trend, cause of failure, checkpoints; metrics when verbose."""
+    from posttrain.pricing.projection import over_estimate, project
     from posttrain.runs.layout import RUN_META
-    from posttrain.tools.progress import over_estimate, project
 
     ctx = ctx or Context()
     row = ctx.run(run_id)
@@ -385,7 +385,7 @@ def stage_timeline(run_id: str, ctx: Context | None = None) -> list[Stage]:
 
 def latest_evaluation(run_id: str, ctx: Context | None = None) -> dict[str, Any] | None:
     """The newest stored evaluation of a run, in full, or None."""
-    from posttrain.evals.evaluate import latest
+    from posttrain.evals.evaluation import latest
 
     ctx = ctx or Context()
     return latest(Path(ctx.run(run_id)["run_dir"]))

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from posttrain.data.demo import DEMO_STEPS
+from posttrain.data.demo_specs import DEMO_STEPS
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.runs import get_run, sample_traces
 from tests.conftest import ROOT, kill_leftover_runs

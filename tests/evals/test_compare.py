@@ -8,7 +8,7 @@ import pytest
 
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import compare, holm
-from posttrain.evals.evaluate import EvalResult
+from posttrain.evals.evaluation import EvalResult
 from posttrain.evals.metrics import metric_result
 
 N = 60

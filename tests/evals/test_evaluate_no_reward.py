@@ -7,7 +7,7 @@ import pytest
 
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
-from posttrain.evals.evaluate import evaluate_run
+from posttrain.evals.evaluation import evaluate_run
 from posttrain.spec.schema import load_spec
 from posttrain.tools.plan import plan
 

@@ -11,18 +11,19 @@ import pytest
 
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
-from posttrain.data.demo import TOOL_SYSTEM_PROMPT, real_demo_spec, write_tool_rows
+from posttrain.data.demo_specs import TOOL_SYSTEM_PROMPT, real_demo_spec, write_tool_rows
 from posttrain.gpu.generate import sample
 from posttrain.gpu.models import resolve_model
 from posttrain.gpu.weights import converted, converted_path, local_folder
 from posttrain.models.catalog import SMOLLM2_135M, packaged_weights, shape_of
+from posttrain.pricing.cost import LOCAL_LIMIT_S
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.registry import get_reward
 from posttrain.spec.schema import load_spec
 from posttrain.tools.data import check_dataset
 from posttrain.tools.export import export_run
 from posttrain.tools.launch import launch
-from posttrain.tools.plan import LOCAL_LIMIT_S, plan
+from posttrain.tools.plan import plan
 from tests.conftest import EXAMPLES, kill_leftover_runs, training_args, wait_finished
 
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from posttrain.core.errors import ConfigError
+from posttrain.launching.resolve import resolve
+from posttrain.runs.context import Context
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     EVENTS,
@@ -22,8 +24,6 @@ from posttrain.runs.layout import (
     write_json_atomic,
 )
 from posttrain.spec.schema import load_spec
-from posttrain.tools.context import Context
-from posttrain.tools.resolve import resolve
 
 pytestmark = pytest.mark.slow
 

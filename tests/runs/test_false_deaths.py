@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from posttrain.runs.context import Context
 from posttrain.runs.layout import PROCESS, RUN_META, iter_events, read_json, write_json_atomic
 from posttrain.runs.local import LocalBackend
 from posttrain.runs.run_lock import LaunchLock
-from posttrain.tools.context import Context
 from posttrain.tools.runs import cancel_run, get_run
 from tests.conftest import ROOT, kill_leftover_runs, wait_finished, wait_for
 from tests.specs import tiny

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from posttrain.runs.context import Context
 from posttrain.runs.layout import iter_events
 from posttrain.server.app import build_server
-from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, list_runs, tail_logs
 from tests.conftest import free_port, kill_leftover_runs, wait_for, wait_listening

@@ -246,10 +246,10 @@ def spy_on(monkeypatch, module: str, name: str) -> list:
 
 
 def test_a_job_worker_is_forked_too_and_reports_its_end(server, home, tmp_path, monkeypatch):
+    from posttrain.jobs.detached import get_job, jobs_root, start_job
     from posttrain.runs.layout import runs_root
-    from posttrain.tools.jobs import get_job, jobs_root, start_job
 
-    forked = spy_on(monkeypatch, "posttrain.tools.jobs", "spawn")
+    forked = spy_on(monkeypatch, "posttrain.jobs.detached", "spawn")
     args = {"run_id": "run-000000-000000-none", "out": str(tmp_path / "out")}
     job = start_job("export", {**args, "merged": False, "push_to_hub": None}, runs_root())
     pid = read_json(jobs_root() / job.job_id / "process.json")["pid"]

@@ -13,9 +13,9 @@ import pytest
 from posttrain.core.errors import BackendError, BudgetError
 from posttrain.data import gym
 from posttrain.gpu import modal_app
+from posttrain.runs.context import Context
 from posttrain.runs.layout import iter_events
 from posttrain.runs.modal_backend import ModalBackend
-from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, pull_run, sample_traces
 from tests.conftest import wait_finished, wait_for

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from posttrain.core.errors import ConfigError, NotFoundError
+from posttrain.runs.context import Context
 from posttrain.runs.layout import (
     EventWriter,
     check_run_id,
@@ -13,7 +14,6 @@ from posttrain.runs.layout import (
     write_rows_atomic,
 )
 from posttrain.runs.store import Store
-from posttrain.tools.context import Context
 from posttrain.tools.runs import get_run, sample_traces, tail_logs
 
 

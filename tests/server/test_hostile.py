@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from posttrain.core.errors import ConfigError, PosttrainError
+from posttrain.runs.context import Context
 from posttrain.server.app import build_server
 from posttrain.spec.schema import RunSpec, load_spec
-from posttrain.tools.context import Context
 from tests.doubles import PaidBackendDouble
 from tests.server.schema_strategy import from_schema
 

@@ -11,7 +11,7 @@ import pytest
 
 from posttrain.core.errors import ConfigError
 from posttrain.data import tool_gym
-from posttrain.tools.context import Context
+from posttrain.runs.context import Context
 from posttrain.tools.launch import smoke_resolve
 from tests.envfiles import WAREHOUSE
 

@@ -185,7 +185,7 @@ def test_get_run_says_what_the_dry_run_proved_and_that_its_rewards_mean_nothing(
 def test_the_launch_question_then_says_the_spec_passed_a_dry_run(
     grpo_dry_run, user_project, modal_fake
 ):
-    from posttrain.tools.context import Context
+    from posttrain.runs.context import Context
 
     _, detail = grpo_dry_run
     ctx = Context()
@@ -252,7 +252,7 @@ def test_the_export_path_merges_a_qwen3_lora_run_with_its_real_tokenizer(grpo_dr
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from posttrain.core.errors import ConfigError
-    from posttrain.gpu.export import export
+    from posttrain.gpu.export_weights import export
     from posttrain.tools.export import export_run
 
     _, detail = grpo_dry_run

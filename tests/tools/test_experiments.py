@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from posttrain.core.errors import BudgetError, ConfigError
+from posttrain.runs.context import Context
 from posttrain.runs.layout import RUN_META, read_json
-from posttrain.tools.context import Context
 from posttrain.tools.launch import human_question, launch, smoke_run
 from posttrain.tools.plan import plan
 from posttrain.tools.runs import cancel_run, get_run, list_runs
@@ -237,7 +237,7 @@ def test_an_experiment_as_a_user_writes_it_plans_dry_runs_and_launches(home, tmp
 RACER = """
 import json, sys
 sys.path.insert(0, {root!r})
-from posttrain.tools.context import Context
+from posttrain.runs.context import Context
 from posttrain.tools.launch import launch
 from tests.doubles import PaidBackendDouble
 ctx = Context(backends={{"modal": PaidBackendDouble(delay_s=0.3)}})

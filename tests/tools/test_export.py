@@ -10,9 +10,9 @@ from mcp import Client
 
 from posttrain.cli.app import app
 from posttrain.core.errors import ConfigError
+from posttrain.jobs.detached import get_job
 from posttrain.server.app import build_server
 from posttrain.tools.export import export_run
-from posttrain.tools.jobs import get_job
 from posttrain.tools.launch import launch
 from tests.conftest import kill_leftover_runs, wait_finished, wait_for
 from tests.specs import tiny

@@ -4,8 +4,9 @@ by it, checks memory by it, and refuses a batch that does not divide among the G
 import pytest
 
 from posttrain.core.errors import ConfigError
+from posttrain.pricing.cost import MULTI_GPU_OVERHEAD
 from posttrain.spec.schema import load_spec
-from posttrain.tools.plan import MULTI_GPU_OVERHEAD, plan
+from posttrain.tools.plan import plan
 
 SFT_17B = {
     "model": "Qwen3-1.7B",

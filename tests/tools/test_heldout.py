@@ -3,7 +3,7 @@ the training reward rises while the held-out reward does not (hand-made curves).
 
 import pytest
 
-from posttrain.tools.health import heldout_stalls
+from posttrain.reports.health import heldout_stalls
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run
 from tests.conftest import kill_leftover_runs, wait_finished

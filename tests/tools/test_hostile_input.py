@@ -247,7 +247,7 @@ def test_run_ids_with_a_trailing_newline_are_refused():
 
 
 def test_budget_caps_must_be_finite(monkeypatch, tmp_path):
-    from posttrain.tools.budget import BudgetPolicy
+    from posttrain.ledger.budget import BudgetPolicy
 
     monkeypatch.setenv("POSTTRAIN_HOME", str(tmp_path))
     monkeypatch.setenv("POSTTRAIN_MAX_RUN_USD", "Infinity")
@@ -519,7 +519,7 @@ def test_hostile_families_get_clear_errors_no_secret_and_a_live_server(project, 
 
 
 def test_a_budget_in_config_yaml_that_is_not_a_number_is_a_clear_error(home):
-    from posttrain.tools.budget import BudgetPolicy
+    from posttrain.ledger.budget import BudgetPolicy
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text("budget:\n  max_run_usd: lots\n")

@@ -14,9 +14,9 @@ import pytest
 from mcp import Client
 
 from posttrain.core.errors import BackendError, RewardError
+from posttrain.runs.context import Context
 from posttrain.runs.layout import RUN_META, iter_events, read_json
 from posttrain.server.app import build_server
-from posttrain.tools.context import Context
 from posttrain.tools.launch import launch
 from tests.conftest import ROOT
 from tests.doubles import PaidBackendDouble
@@ -57,7 +57,7 @@ def test_one_key_launched_by_many_threads_at_once_starts_one_run(approved):
 RACER = """
 import json, sys
 sys.path.insert(0, {root!r})
-from posttrain.tools.context import Context
+from posttrain.runs.context import Context
 from posttrain.tools.launch import launch
 from tests.doubles import PaidBackendDouble
 from tests.specs import PAID
@@ -198,7 +198,7 @@ def test_a_reward_that_hangs_at_import_never_holds_the_server(home, tmp_path, mo
 
 
 def test_the_cli_and_tools_read_a_reward_files_columns_without_importing_it(home, tmp_path):
-    from posttrain.tools.data import reward_columns
+    from posttrain.launching.columns import reward_columns
 
     marker = tmp_path / "imported"
     (tmp_path / "mine.py").write_text(

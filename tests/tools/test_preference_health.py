@@ -4,7 +4,7 @@ healthy run is not; a length bias is named in the direction it runs, for arithme
 and for support replies."""
 
 from posttrain.data.preference import pair_flags
-from posttrain.tools.health import chosen_likelihood_falls, warnings
+from posttrain.reports.health import chosen_likelihood_falls, warnings
 
 
 def dpo_metrics(chosen_start: float, chosen_step: float, steps: int = 30) -> list[dict]:

@@ -8,7 +8,7 @@ A job is a folder `$POSTTRAIN_HOME/jobs/<job_id>/`:
   cancel.request written by `cancel_job`, beside a SIGTERM to the worker's process group
   log.txt        the worker's own output
 
-`start_job` returns at once: the work runs in `python -m posttrain.tools.job_worker JOB_DIR`,
+`start_job` returns at once: the work runs in `python -m posttrain.jobs.worker JOB_DIR`,
 in a session of its own, so it outlives the server or the CLI that started it. The same
 request twice (the same kind and arguments) is the same job while that job runs or after it
 succeeded; one that failed or was cancelled is started afresh. A worker that died without a
@@ -141,12 +141,12 @@ def start_job(
 def _spawn(job_dir: Path) -> None:
     env = {**os.environ, "POSTTRAIN_HOME": str(home())}
     # Forked by the fork server when one runs (it holds torch and transformers already).
-    if pid := forkserver.spawn("posttrain.tools.job_worker", [str(job_dir)], job_dir / LOG, env):
+    if pid := forkserver.spawn("posttrain.jobs.worker", [str(job_dir)], job_dir / LOG, env):
         write_json_atomic(job_dir / PROCESS, {"pid": pid, "start": process_start(pid)})
         return
     with open(job_dir / LOG, "ab") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "posttrain.tools.job_worker", str(job_dir)],
+            [sys.executable, "-m", "posttrain.jobs.worker", str(job_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

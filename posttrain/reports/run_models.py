@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain.tools.progress import Projection
+from posttrain.pricing.projection import Projection
 
 # The ids of several runs launched as one: a group (one spec, several seeds) and an experiment
 # (a sweep's arms x seeds). run.json's group_id holds one; every verb taking a run id takes it.

@@ -2,7 +2,7 @@
 2026-07-28 a request opts in through its `_meta`, and the SDK filters).
 
 No tool call works long enough to need progress of its own: an evaluation or an export runs
-as a job (posttrain.tools.jobs) whose progress get_job reports; smoke_run reports a run's first
+as a job (posttrain.jobs.detached) whose progress get_job reports; smoke_run reports a run's first
 stages itself (posttrain.server.app).
 """
 

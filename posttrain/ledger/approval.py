@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+from posttrain.ledger.budget import BudgetPolicy, Ledger
+from posttrain.pricing.cost import price_text
 from posttrain.runs.layout import FINAL_STATUSES
-from posttrain.tools.budget import BudgetPolicy, Ledger
-from posttrain.tools.plan import price_text
 
 if TYPE_CHECKING:
     from posttrain.spec.run_plan import RunPlan

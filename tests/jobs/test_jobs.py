@@ -14,10 +14,10 @@ import pytest
 from mcp import Client
 
 from posttrain.core.errors import ConfigError, NotFoundError
+from posttrain.jobs.detached import PROCESS, cancel_job, get_job, jobs_root
 from posttrain.runs.layout import process_alive, read_json
 from posttrain.server.app import build_server
 from posttrain.tools.evaluate import start_evaluate
-from posttrain.tools.jobs import PROCESS, cancel_job, get_job, jobs_root
 from posttrain.tools.launch import launch
 from tests.conftest import ROOT, kill_leftover_runs, wait_finished, wait_for
 from tests.specs import EVAL_RUN

@@ -1,6 +1,6 @@
-"""The detached worker of one job (posttrain.tools.jobs):
+"""The detached worker of one job (posttrain.jobs.detached):
 
-    python -m posttrain.tools.job_worker JOB_DIR
+    python -m posttrain.jobs.worker JOB_DIR
 
 It runs the job's work, reports progress into JOB_DIR/progress.json and writes
 JOB_DIR/result.json once: succeeded with what the tool returns, failed with the error, or
@@ -9,6 +9,7 @@ cancelled when SIGTERM (from `cancel_job`) arrives.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import sys
@@ -21,8 +22,8 @@ from typing import Any
 from posttrain.core.errors import PosttrainError
 from posttrain.core.priority import lower_priority
 from posttrain.core.secrets import redact
+from posttrain.jobs.detached import JOB, RESULT, report
 from posttrain.runs.layout import read_json, write_json_atomic
-from posttrain.tools.jobs import JOB, RESULT, report
 
 log = logging.getLogger("posttrain.job")
 
@@ -31,43 +32,17 @@ class Cancelled(BaseException):
     """SIGTERM: the job was cancelled (BaseException: no `except Exception` swallows it)."""
 
 
-def _evaluate(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
-    from posttrain.tools.context import Context
-    from posttrain.tools.evaluate import run_evaluation
-
-    args, extra = job["args"], job.get("extra") or {}
-    ctx = Context(root=Path(job["runs_root"]))
-    outcome = run_evaluation(
-        args["run_id"],
-        args["k"],
-        args["base_passes"],
-        args["max_tasks"],
-        args["threshold"],
-        args["seed"],
-        approved_by=extra.get("approved_by") or "free",
-        worst_case_usd=extra.get("worst_case_usd") or 0.0,
-        ctx=ctx,
-        progress=progress,
-        judge=args.get("judge"),
-    )
-    return outcome.model_copy(update={"job_id": job["job_id"]}).model_dump(mode="json")
+# Each kind's work is a verb's own function, named here and imported when the job runs: the
+# job runtime sits below the verbs that start jobs (evaluate, export).
+WORK = {
+    "evaluate": "posttrain.tools.evaluate:job_work",
+    "export": "posttrain.tools.export:job_work",
+}
 
 
-def _export(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
-    from posttrain.tools.context import Context
-    from posttrain.tools.export import export_run
-
-    args, extra = job["args"], job.get("extra") or {}
-    ctx = Context(root=Path(job["runs_root"]))
-    progress(0, 1, "exporting")
-    roots = [Path(r) for r in extra["roots"]] if extra.get("roots") is not None else None
-    result = export_run(
-        args["run_id"], args["out"], args["merged"], args["push_to_hub"], ctx=ctx, roots=roots
-    )
-    return result.model_dump(mode="json")
-
-
-WORK = {"evaluate": _evaluate, "export": _export}
+def work_of(kind: str) -> Callable[[dict[str, Any], Callable[..., None]], dict[str, Any]]:
+    module, name = WORK[kind].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def main(job_dir: Path) -> int:
@@ -84,7 +59,7 @@ def main(job_dir: Path) -> int:
 
     end: dict[str, Any]
     try:
-        result = WORK[job["kind"]](job, progress)
+        result = work_of(job["kind"])(job, progress)
         end = {"status": "succeeded", "result": result, "message": "done"}
     except Cancelled:
         end = {"status": "cancelled", "message": "cancelled; nothing was stored"}

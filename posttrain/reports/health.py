@@ -197,7 +197,7 @@ def warnings(
 
 
 def evaluation_summary(run_dir: Path) -> dict[str, Any] | None:
-    from posttrain.evals.evaluate import latest
+    from posttrain.evals.evaluation import latest
 
     found = latest(run_dir)
     if found is None:

@@ -75,7 +75,7 @@ def launch_command(
     """Launch (or smoke), asking the human at the terminal when one is there; with `wait`,
     follow the runs to their end (the exit code says whether they succeeded; with `events`
     the launch's object, the progress and the end are one JSON line each)."""
-    from posttrain.tools.context import Context
+    from posttrain.runs.context import Context
     from posttrain.tools.launch import (
         human_question,
         launch,

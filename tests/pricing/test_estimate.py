@@ -15,11 +15,11 @@ from mcp import Client
 
 from posttrain.core.errors import BackendError
 from posttrain.models.calibration import MEASUREMENTS, fitted
+from posttrain.pricing.projection import over_estimate, project
+from posttrain.runs.context import Context
 from posttrain.server.app import build_server
-from posttrain.tools.context import Context
 from posttrain.tools.launch import human_question, launch
 from posttrain.tools.plan import plan
-from posttrain.tools.progress import over_estimate, project
 from tests.conftest import ROOT, wait_finished
 from tests.specs import tiny
 

@@ -76,29 +76,3 @@ def parallel_text(backend: str, runs: int) -> str:
             f"far slower than one after the other), so the experiment takes the sum of its runs"
         )
     return f"{backend}: the {runs} runs train side by side, so it takes about its longest run"
-
-
-def total_cost(costs: list[CostEstimate], what: str = "one per seed") -> CostEstimate:
-    """The price of several runs: money adds up; time is the longest run on Modal (they run
-    side by side) and the sum locally (they queue)."""
-    first = costs[0]
-    local = first.backend == "local"
-    combine = sum if local else max
-
-    def add(field: str) -> float:
-        return round(sum(getattr(c, field) for c in costs), 2)
-
-    return first.model_copy(
-        update={
-            "expected_s": combine(c.expected_s for c in costs),
-            "expected_high_s": combine(c.expected_high_s for c in costs),
-            "run_s": combine(c.run_s for c in costs),
-            "run_high_s": combine(c.run_high_s for c in costs),
-            "expected_usd": add("expected_usd"),
-            "expected_high_usd": add("expected_high_usd"),
-            "run_usd": add("run_usd"),
-            "run_high_usd": add("run_high_usd"),
-            "worst_case_usd": add("worst_case_usd"),
-            "basis": f"{len(costs)} runs, {what}: {first.basis}",
-        }
-    )

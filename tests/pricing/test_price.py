@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from posttrain.core.errors import BudgetError, ConfigError
-from posttrain.tools.context import Context
+from posttrain.runs.context import Context
 from posttrain.tools.launch import human_question, launch
 from posttrain.tools.plan import plan
 from tests.conftest import EXAMPLES, ROOT

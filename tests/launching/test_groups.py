@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from posttrain.evals.metrics import metric_result, qualified, regressions
-from posttrain.tools.context import Context
+from posttrain.runs.context import Context
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import human_question, launch
 from posttrain.tools.runs import get_run, list_runs

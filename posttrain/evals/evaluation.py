@@ -23,7 +23,7 @@ from posttrain.core.errors import ConfigError, RewardError
 from posttrain.data.dataset import prepare
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
-from posttrain.evals.episodes import (
+from posttrain.evals.episode_metrics import (
     DEFAULT_THRESHOLD,
     DESCRIBED,
     LOWER_IS_BETTER,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from posttrain.pricing.projection import project
 from posttrain.runs.store import Store
 from posttrain.spec.schema import load_spec
 from posttrain.tools.plan import plan
-from posttrain.tools.progress import project
 from tests.specs import tiny
 
 

@@ -1,4 +1,4 @@
-"""`python -m posttrain.gpu.export RUN_DIR OUT`: the trained model as one folder that plain
+"""`python -m posttrain.gpu.export_weights RUN_DIR OUT`: the trained model as one folder that plain
 `transformers` loads: a LoRA adapter merged into the model it was trained on (the run's
 warm-start, else its base: the same base evaluate compares against), or a full fine-tune's
 weights, written as safetensors with the tokenizer and its chat template.
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     lower_priority()  # a merge is CPU work the server must answer beside
     if len(args) != 2:
-        print("usage: python -m posttrain.gpu.export RUN_DIR OUT", file=sys.stderr)
+        print("usage: python -m posttrain.gpu.export_weights RUN_DIR OUT", file=sys.stderr)
         return 2
     print(json.dumps(export(Path(args[0]), Path(args[1]))))
     return 0

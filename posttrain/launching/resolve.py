@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.launching.columns import check_data
+from posttrain.pricing.cost import estimate, refuse_local_weights, refuse_unreachable_judge
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.run_plan import Base, Resume, RunPlan
 from posttrain.spec.schema import RunSpec, load_spec
-from posttrain.tools.data import check_data
-from posttrain.tools.plan import estimate, refuse_local_weights, refuse_unreachable_judge
 
 
 def resolve(
@@ -27,7 +27,7 @@ def resolve(
     check_runnable: bool = True,
 ) -> RunPlan:
     """The plan of a launch; ConfigError for anything that would fail later."""
-    from posttrain.tools.approval import dry_run_status
+    from posttrain.ledger.approval import dry_run_status
 
     spec = load_spec(spec)
     cost = estimate(spec, ctx.index)

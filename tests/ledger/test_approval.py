@@ -9,9 +9,9 @@ import pytest
 from mcp import Client
 from mcp_types import ElicitResult
 
+from posttrain.ledger import budget
+from posttrain.runs.context import Context
 from posttrain.server.app import build_server
-from posttrain.tools import budget
-from posttrain.tools.context import Context
 from tests.doubles import PaidBackendDouble
 from tests.specs import PAID
 

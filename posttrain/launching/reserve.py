@@ -1,5 +1,5 @@
 """The steps every launch takes, one run's or a group's (posttrain.tools.launch,
-posttrain.tools.groups): the backend that says it can start the run now, and the run folder
+posttrain.launching.groups): the backend that says it can start the run now, and the run folder
 created `reserved` inside the ledger's transaction.
 """
 
@@ -9,10 +9,10 @@ import time
 
 from posttrain.core.errors import BackendError, ConfigError
 from posttrain.runs.backend import Backend
+from posttrain.runs.context import Context
 from posttrain.runs.layout import RUN_META, SPEC, new_run_id, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
 from posttrain.spec.run_plan import RunPlan
-from posttrain.tools.context import Context
 
 
 def ready_backend(ctx: Context, plan: RunPlan) -> Backend:

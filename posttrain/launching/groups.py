@@ -4,7 +4,7 @@
 question for the total, reserves every run in one ledger transaction (all or none: a group
 never half-starts over a cap), then submits each. Each run's run.json names its group; the
 index, list_runs, get_run, the CLI and the dashboard show it, and `evaluate` of a group id
-measures the training noise across its seeds (posttrain.evals.evaluate).
+measures the training noise across its seeds (posttrain.evals.evaluation).
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import BackendError, ConfigError
+from posttrain.launching.reserve import create_run, ready_backend
+from posttrain.launching.resolve import RunPlan, resolve
+from posttrain.ledger.approval import Decision, decide, needs_asking, still_counts, unapproved
+from posttrain.ledger.budget import BudgetPolicy, Ledger
+from posttrain.pricing.cost import price_text, total_cost
+from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
+from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import MAX_NAME, RunSpec, load_spec
-from posttrain.tools.approval import Decision, decide, needs_asking, still_counts, unapproved
-from posttrain.tools.budget import BudgetPolicy, Ledger
-from posttrain.tools.launch_steps import create_run, ready_backend
-from posttrain.tools.plan import CostEstimate, price_text
-from posttrain.tools.resolve import RunPlan, resolve
-from posttrain.tools.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
-from posttrain.tools.sweeps import total_cost
 
 MAX_SEEDS = 16
 
