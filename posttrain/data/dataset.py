@@ -8,9 +8,10 @@ import hashlib
 import itertools
 import json
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.core.paths import expand
@@ -25,6 +26,12 @@ from posttrain.data.toolcalls import (
 
 if TYPE_CHECKING:
     from posttrain.spec.schema import DatasetSpec
+
+# What an algorithm trains on, as this module shapes rows (posttrain.algorithms names each
+# algorithm's): a prompt (the reward reads the other columns), a prompt and its target answer
+# or chat, a prompt with a chosen and a rejected answer, a prompt with one answer and whether
+# it is good (the algorithm shapes those itself).
+RowShape = Literal["prompts", "targets", "pairs", "labelled"]
 
 FORMATS = (".jsonl", ".json", ".parquet", ".csv")
 
@@ -180,14 +187,15 @@ def prompt_messages(text: str, ds: DatasetSpec) -> list[dict[str, str]]:
 
 
 def check_columns(
-    ds: DatasetSpec, rows: list[dict[str, Any]], kind: str, extra: tuple[str, ...] = ()
+    ds: DatasetSpec, rows: list[dict[str, Any]], shape: RowShape, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """The rows' columns, after checking every column the spec (and reward) uses is there."""
+    """The rows' columns, after checking every column the spec (and reward) uses is there.
+    `shape`: what the algorithm trains on (posttrain.algorithms.base.RowShape)."""
     columns = sorted({k for r in rows[:100] for k in r})
     needed = ds.columns_used() + list(extra)
-    if kind == "sft" and not ds.messages_column and ds.target_column:
+    if shape == "targets" and not ds.messages_column and ds.target_column:
         needed.append(ds.target_column)
-    if kind == "dpo":  # the answers first: without them, nothing says where the prompt is
+    if shape == "pairs":  # the answers first: without them, nothing says where the prompt is
         if rows and implicit_prompt(rows[0], ds):  # the prompt opens both conversations
             needed = [c for c in needed if c != ds.prompt_column]
         needed = [*ds.pair_columns, *needed]
@@ -213,13 +221,24 @@ def peek_rows(ds: DatasetSpec, n: int = 5) -> list[dict[str, Any]] | None:
     return None
 
 
-def prepare(ds: DatasetSpec, kind: str) -> Prepared:
-    """Filter, cap, split and shape rows for GRPO ("prompt" as messages, columns kept for the
-    reward) or SFT (conversational prompt/completion, tools kept)."""
+def prepare(
+    ds: DatasetSpec,
+    shape: RowShape,
+    shape_row: Callable[..., dict[str, Any]] | None = None,
+    row_columns: Callable[..., list[str]] | None = None,
+) -> Prepared:
+    """Filter, cap, split and shape rows: prompts ("prompt" as messages, columns kept for the
+    reward), targets (conversational prompt/completion, tools kept), pairs (a prompt, a chosen
+    and a rejected answer) or labelled answers (a prompt, its answer and whether it is good).
+    `shape_row(row, ds)`: an algorithm's own shaping of a row (posttrain.algorithms), which
+    this module does not know, and `row_columns(ds, rows)` its check of the columns that
+    shaping reads."""
     rows = source_rows(ds)
     if not rows:
         raise ConfigError("the dataset has no rows")
-    columns = check_columns(ds, rows, kind)
+    columns = check_columns(ds, rows, shape)
+    if row_columns is not None:
+        row_columns(ds, rows)
     kept = [r for r in rows if all(f.keep(r) for f in ds.filters)]
     dropped = len(rows) - len(kept)
     if not kept:
@@ -228,11 +247,13 @@ def prepare(ds: DatasetSpec, kind: str) -> Prepared:
         kept = kept[: ds.n_rows]
     train, holdout = [], []
     for row in kept:
-        if kind == "dpo":
+        if shape_row is not None:
+            shaped = shape_row(row, ds)
+        elif shape == "pairs":
             shaped = _pair(row, ds)
         else:
             text = render_prompt(row, ds) if not ds.messages_column else ""
-            shaped = _shape(row, text, ds, kind)
+            shaped = _shape(row, text, ds, shape)
         key = shaped["id"]
         (holdout if in_holdout(key, ds.holdout_share, ds.holdout_seed) else train).append(shaped)
     if not train:
@@ -363,7 +384,7 @@ def _no_conversation_in_template(row: dict[str, Any], ds: DatasetSpec) -> None:
             )
 
 
-def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[str, Any]:
+def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, shape: RowShape) -> dict[str, Any]:
     base = {k: v for k, v in row.items() if k not in ("prompt", "completion", "messages")}
     base["id"] = row_id(row, text or json.dumps(row.get(ds.messages_column or ""), default=str))
     base["prompt_text"] = text
@@ -391,7 +412,7 @@ def _shape(row: dict[str, Any], text: str, ds: DatasetSpec, kind: str) -> dict[s
         target = row.get(ds.target_column) if ds.target_column else None
         completion = [{"role": "assistant", "content": "" if target is None else str(target)}]
     shaped = {**base, "prompt": prompt}
-    if kind == "sft":
+    if shape == "targets":
         shaped["completion"] = completion
     if ds.tools_column:
         where = f"row {base['id']!r}: column '{ds.tools_column}'"

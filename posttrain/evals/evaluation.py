@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError, RewardError
-from posttrain.data.dataset import prepare
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
 from posttrain.evals.episode_metrics import (
@@ -190,7 +190,7 @@ def evaluate_runs(
     warnings: list[str] = []
     second = _second_judge(judge, spec, reward, warnings, judge_approved)
     try:
-        train_rows = prepare(spec.dataset, spec.algorithm.kind).train
+        train_rows = algorithm_of(spec).prepare(spec.dataset).train
     except Exception as exc:  # the training data may be unreachable here (a hub dataset)
         train_rows = []
         warnings.append(f"decontamination skipped: the training rows could not be loaded ({exc})")
@@ -229,7 +229,7 @@ def evaluate_runs(
         "tools": [t.get("tools") for t in tasks],  # the schemas each prompt trained with
         "references": None if episodic else [t.get("reference") for t in tasks],
         "rows": tasks if episodic else None,  # reset(**row) of each held-out episode
-        "pairs": _pairs(tasks) if spec.algorithm.kind == "dpo" else None,
+        "pairs": _pairs(tasks) if algorithm_of(spec).rows == "pairs" else None,
         "k": k,
         "trained_seed": seeds["trained"],
         "max_new_tokens": spec.algorithm.max_completion_length,

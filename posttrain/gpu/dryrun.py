@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posttrain.algorithms.kinds import algorithm_of
+
 # CPU sizes: the 151k-wide logits dominate a step of the 10M-parameter stand-in, so a GRPO
 # step costs ~1 s per completion on 2 cores (bench/smoke.py): 2 prompts x 2 generations of
 # 32 tokens keep the proof step and 4 steps within a minute and still exercise grouping.
@@ -62,7 +64,7 @@ def dry_run_spec(spec_json: dict[str, Any], proof_and_steps: int) -> tuple[dict,
             owner[name] = value
 
     cpu = "CPU size"
-    if a["kind"] == "grpo":
+    if algorithm_of(a["kind"]).rewarded:  # whole groups of generations a prompt
         generations = min(a["num_generations"], MAX_GENERATIONS)
         per_step = min(a["batch_size"] // a["num_generations"], MAX_COMPLETIONS // generations)
         prompts = max(1, per_step)
@@ -202,16 +204,14 @@ def train_with_resume(job: Any, dry: DryRun) -> Any:
             f"does not work for this spec"
         )
     lora = f"LoRA r{a.lora.r} on {a.lora.target_modules}" if a.lora else "full fine-tune"
-    scored = {
-        "grpo": "the reward scored every completion",
-        "dpo": "every pair trained on the tokens `data check` shows, its reference the base "
-        "with the adapter off"
-        if a.lora
-        else "every pair trained on the tokens `data check` "
-        "shows, against a reference copy of the base",
-        "distill": "the student sampled answers and learned a stand-in teacher's "
-        "distribution on them",
-    }.get(a.kind, "the loss fell where `data check` marks it")
+    algorithm = algorithm_of(a)
+    scored = algorithm.dry_proves
+    if algorithm.step.reference == "always":
+        scored += (
+            ", its reference the base with the adapter off"
+            if a.lora
+            else ", against a reference copy of the base"
+        )
     dry.saw(
         f"{a.kind.upper()} ({lora}) on the stand-in: the proof step and steps 2-{first} "
         f"trained; {scored}; checkpoint-{first} saved"
@@ -225,19 +225,6 @@ def train_with_resume(job: Any, dry: DryRun) -> Any:
     )
     return trainer
 
-
-DPO_CANNOT = (
-    "that the pairs teach what you mean: a random-weight stand-in ranks chosen and rejected "
-    "answers by chance, so its margins and preference accuracy are noise; read the flags of "
-    "`data check` (length bias, contradicting pairs) and evaluate held-out preference "
-    "accuracy on the real model"
-)
-
-DISTILL_CANNOT = (
-    "that the teacher teaches: the teacher is a random-weight stand-in of its family too, so "
-    "the divergence here says nothing of the real pair; nor the teacher's memory and time "
-    "beside the student (a modal smoke run measures them)"
-)
 
 RANDOM_MODEL_TOOLS = (
     "multi-turn learning: a random-weight stand-in rarely writes a well-formed <tool_call>, so "

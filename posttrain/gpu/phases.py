@@ -1,14 +1,45 @@
-"""The spec's training phase, by its algorithm's kind: GRPO and SFT (posttrain.gpu.trainers),
-DPO (posttrain.gpu.dpo), on-policy distillation (posttrain.gpu.distill)."""
+"""The spec's training phase, by its algorithm (posttrain.algorithms): each kind's trainer
+builder, in a module of its own, named here once."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+from posttrain.algorithms.distill import DISTILL
+from posttrain.algorithms.dpo import DPO
+from posttrain.algorithms.grpo import GRPO
+from posttrain.algorithms.kinds import algorithm_of
+from posttrain.algorithms.kto import KTO
+from posttrain.algorithms.sft import SFT
 from posttrain.core.errors import ConfigError
-from posttrain.gpu.distill import run_distill
-from posttrain.gpu.dpo import run_dpo
-from posttrain.gpu.trainers import Job, SftSettings, run_grpo, run_sft
+from posttrain.gpu.trainers import Job, SftSettings, run_sft
+
+# Each algorithm's `run_<kind>(job, resume, extra_callbacks, proof)`, imported when it trains.
+TRAINERS = {
+    GRPO.name: "posttrain.gpu.trainers:run_grpo",
+    DPO.name: "posttrain.gpu.dpo_trainer:run_dpo",
+    DISTILL.name: "posttrain.gpu.distill_trainer:run_distill",
+    KTO.name: "posttrain.gpu.kto_trainer:run_kto",
+}
+
+
+def _sft(job: Job, **more: Any) -> Any:
+    a = job.spec.algorithm
+    settings = SftSettings(
+        "train", a.steps, a.learning_rate, a.batch_size, a.lr_scheduler, a.lora is not None
+    )
+    return run_sft(job, settings, **more)
+
+
+def trainer_of(kind: str) -> Any:
+    """The function that trains an algorithm's kind."""
+    if kind == SFT.name:
+        return _sft
+    if kind not in TRAINERS:
+        raise ConfigError(f"algorithm.kind '{kind}' has no trainer here")
+    module, name = TRAINERS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def train_phase(
@@ -17,19 +48,6 @@ def train_phase(
     extra_callbacks: tuple[Any, ...] = (),
     proof: bool = True,
 ) -> Any:
-    """The spec's training (GRPO, SFT, DPO or distillation), from `resume` when given; returns the
-    trainer."""
-    a = job.spec.algorithm
+    """The spec's training, from `resume` when given; returns the trainer."""
     more = {"resume": resume, "extra_callbacks": extra_callbacks, "proof": proof}
-    if a.kind == "grpo":
-        return run_grpo(job, **more)
-    if a.kind == "dpo":
-        return run_dpo(job, **more)
-    if a.kind == "distill":
-        return run_distill(job, **more)
-    if a.kind != "sft":
-        raise ConfigError(f"algorithm.kind '{a.kind}' has no trainer here")
-    settings = SftSettings(
-        "train", a.steps, a.learning_rate, a.batch_size, a.lr_scheduler, a.lora is not None
-    )
-    return run_sft(job, settings, **more)
+    return trainer_of(algorithm_of(job.spec).name)(job, **more)

@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
-from posttrain.data.dataset import Prepared, prepare
+from posttrain.data.dataset import Prepared
 from posttrain.gpu.committer import saving
 from posttrain.gpu.models import Device, base_model
 from posttrain.gpu.phases import train_phase
@@ -103,7 +104,7 @@ def preflight(
     # an environment's reward reads episodes, not texts: check_environment probes it; a
     # judge's would cost ~100 calls: check_reward probes a judge, asked like any spend
     plain = reward is not None and not reward.judged
-    if plain and spec.algorithm.kind == "grpo" and spec.environment is None:
+    if plain and algorithm_of(spec).rewarded and spec.environment is None:
         check_reward_signal(spec, data, reward)
     return data, summary
 
@@ -153,7 +154,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
     quiet_libraries()
     a = spec.algorithm
     reporter.stage("preparing")
-    data = prepare(spec.dataset, a.kind)
+    data = algorithm_of(spec).prepare(spec.dataset)
     if rank() == 0:
         write_rows_atomic(run_dir / HOLDOUT, data.holdout)
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
@@ -168,8 +169,9 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
         )
     elif reward is None:
         reporter.log(
-            f"no reward: {a.kind.upper()} trains without one; traces are not scored, and the "
-            f"held-out curve (eval_every) shows the references' likelihood (reference_nll)"
+            f"no reward: {algorithm_of(spec).title} trains without one; traces are not "
+            f"scored, and the held-out curve (eval_every) shows the references' likelihood "
+            f"(reference_nll)"
         )
     reporter.check_cancel()
 
@@ -206,7 +208,7 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
             f"resuming from {resume} (model {model_path}); training continues at step "
             f"{checkpoint_step(resume) + 1}"
         )
-    elif a.kind == "grpo" and a.warmstart:
+    elif a.warmstart:  # only a kind that takes one has one (the spec says)
         warm = Job(spec, model_path, tokenizer, data.train, run_dir, reporter, device, reward)
         model_path = warmstart(warm, run_dir)
         if dry:
@@ -221,14 +223,8 @@ def _train(spec: RunSpec, run_dir: Path, reporter: Reporter) -> str:
 
         dry.saw(scripted_episode(spec, data.train, tokenizer, reward, reporter))
         dry.also_cannot.append(RANDOM_MODEL_TOOLS)
-    if dry and a.kind == "dpo":
-        from posttrain.gpu.dryrun import DPO_CANNOT
-
-        dry.also_cannot.append(DPO_CANNOT)
-    if dry and a.kind == "distill":
-        from posttrain.gpu.dryrun import DISTILL_CANNOT
-
-        dry.also_cannot.append(DISTILL_CANNOT)
+    if dry and (cannot := algorithm_of(spec).dry_cannot):
+        dry.also_cannot.append(cannot)
     reporter.stage("proof_step")
     out = run_dir / "checkpoints"
     job = Job(spec, model_path, tokenizer, data.train, out, reporter, device, reward, data.holdout)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
-from posttrain.data.dataset import check_columns, peek_rows
+from posttrain.data.dataset import peek_rows
 from posttrain.spec.schema import RunSpec
 
 
@@ -43,5 +44,5 @@ def check_data(spec: RunSpec) -> list[str]:
             f"dataset.reference_column is null; name the column that holds it"
         )
     extra = tuple(ds.reference_column if c == "reference" else c for c in columns)
-    check_columns(ds, rows, spec.algorithm.kind, extra)  # type: ignore[arg-type]
+    algorithm_of(spec).check_columns(ds, rows, extra)
     return columns

@@ -33,12 +33,20 @@ from posttrain.models.catalog import (
     GPU_MEMORY_GB,
     LORA_RANK,
     Preset,
+    StepTerms,
     get_preset,
     gpu_perf,
     memory_estimate_gb,
     parse_gpu,
     priced_as,
 )
+
+# The two steps measured, as the memory count and the CPU rates see them: a teacher-forced
+# SFT step and a sampled GRPO step (with its KL term to the reference).
+MEASURED_TERMS = {
+    "sft": StepTerms("sft"),
+    "grpo": StepTerms("grpo", reference="kl", samples=True),
+}
 
 SOFTWARE = (
     "plain TRL 1.16, torch 2.11, transformers 5.17, bf16, LoRA r16 all-linear, random weights"
@@ -191,7 +199,13 @@ def fitted() -> Fit:
 
     assert sft.peak_memory_gb is not None
     counted = memory_estimate_gb(
-        sft_preset, True, sft.prompt_tokens, sft.completion_tokens, sft.batch, "sft", 1.0
+        sft_preset,
+        True,
+        sft.prompt_tokens,
+        sft.completion_tokens,
+        sft.batch,
+        MEASURED_TERMS["sft"],
+        1.0,
     )
     return Fit(overhead, factor, mfu, sft.peak_memory_gb / counted, (sft, generate, grpo))
 
@@ -279,7 +293,7 @@ def cpu_fitted() -> CpuFit:
 
 def cpu_step_s(
     n_params: int,
-    kind: str,
+    terms: StepTerms,
     batch: int,
     prompt_tokens: int,
     completion_tokens: int,
@@ -288,11 +302,11 @@ def cpu_step_s(
 ) -> float:
     """Seconds per step of a real model of n_params on this machine's CPU."""
     fit = cpu_fitted()
-    kind, more = priced_as(kind)
+    _, more = priced_as(terms)
     tokens = batch * (prompt_tokens + completion_tokens)
     train = more * _train_flops(n_params, tokens, kl) + KL_FLOPS * teacher_params * tokens
     seconds = train / fit.train_flops_per_s
-    if kind == "grpo":
+    if terms.samples:
         generated = 2 * n_params * batch * completion_tokens
         seconds += generated / fit.generate_flops_per_s + STEP_OVERHEAD_S
     return seconds
@@ -305,7 +319,7 @@ def fits(
     completion_tokens: int,
     batch: int,
     prompt_tokens: int = 128,
-    kind: str = "grpo",
+    terms: StepTerms | None = None,
     teacher_params: int = 0,
     beta: float = 0.0,
     lora_rank: int = LORA_RANK,
@@ -321,7 +335,7 @@ def fits(
         prompt_tokens,
         completion_tokens,
         batch,
-        kind,
+        terms or MEASURED_TERMS["grpo"],
         factor,
         teacher_params,
         beta=beta,

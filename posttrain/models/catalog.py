@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import expand
@@ -298,24 +298,31 @@ def packaged_weights(preset: Preset) -> Path | None:
     )
 
 
-# DPO: each pair is two sequences (chosen and rejected) through the policy in one batch, and
-# the reference's forward pass over both (the base with the adapter off, or a frozen copy): a
-# forward pass is ~1/3 of a forward and backward. Derived from the SFT measurement, not
-# measured for DPO (the plan's uncertainty says so).
-DPO_SEQUENCES = 2
-REFERENCE_FORWARD_SHARE = 1 / 3
-MEASURED_KINDS = ("grpo", "sft")
+@dataclass(frozen=True)
+class StepTerms:
+    """What one training step of an algorithm does, as its price and its memory count see it
+    (each algorithm gives its own: posttrain.algorithms)."""
+
+    # The calibration's measured step it is priced from (posttrain.models.calibration: a
+    # sampled GRPO step or a teacher-forced SFT step, by its `what`).
+    measured_as: str
+    compute: float = 1.0  # its training compute, times that step's at the same batch and lengths
+    sequences: int = 1  # sequences a row puts through the policy in one batch (DPO: two)
+    # A full fine-tune's frozen reference copy: never, always (DPO, KTO) or with a KL term
+    # (GRPO at beta > 0). LoRA's reference is the base with the adapter off: no copy.
+    reference: Literal["none", "always", "kl"] = "none"
+    samples: bool = False  # samples answers each step: a KV cache, generation priced
+    priced_note: str = ""  # how a kind never measured itself is priced (said in the plan)
+
+    @property
+    def measured(self) -> bool:
+        return not self.priced_note
 
 
-def priced_as(kind: str) -> tuple[str, float]:
-    """The measured kind a kind's step is priced from, and how much more compute it does than
-    that kind's step at the same batch and lengths. Distillation generates and trains as GRPO
-    does (one sample a prompt), plus the teacher's forward pass, priced by its size on top."""
-    if kind == "dpo":
-        return "sft", DPO_SEQUENCES * (1 + REFERENCE_FORWARD_SHARE)
-    if kind == "distill":
-        return "grpo", 1.0
-    return kind, 1.0
+def priced_as(terms: StepTerms) -> tuple[str, float]:
+    """The measured step a kind's step is priced from, and how much more compute it does than
+    that step at the same batch and lengths."""
+    return terms.measured_as, terms.compute
 
 
 LORA_RANK = 16  # the spec's default rank: adapters on every linear layer (all-linear)
@@ -334,11 +341,11 @@ def lora_params(preset: Preset, rank: int = LORA_RANK) -> int:
     return rank * per_layer * preset.num_hidden_layers
 
 
-def holds_reference(kind: str, lora: bool, beta: float) -> bool:
+def holds_reference(terms: StepTerms, lora: bool, beta: float) -> bool:
     """Whether the trainer loads a second, frozen copy of the model as its reference: a full
-    fine-tune's GRPO with a KL term (beta > 0) and its DPO (TRL's GRPOTrainer and DPOTrainer
-    build it from the policy's weights). LoRA's reference is the base with the adapter off."""
-    return not lora and (kind == "dpo" or (kind == "grpo" and beta > 0))
+    fine-tune's GRPO with a KL term (beta > 0), its DPO and its KTO (TRL's trainers build it
+    from the policy's weights). LoRA's reference is the base with the adapter off."""
+    return not lora and (terms.reference == "always" or (terms.reference == "kl" and beta > 0))
 
 
 def memory_estimate_gb(
@@ -347,7 +354,7 @@ def memory_estimate_gb(
     prompt_tokens: int,
     completion_tokens: int,
     batch: int,
-    kind: str,
+    terms: StepTerms,
     allocator_factor: float,
     teacher_params: int = 0,
     beta: float = 0.0,
@@ -377,13 +384,12 @@ def memory_estimate_gb(
         state = trained_param_bytes() * n
     frozen = weight_bytes("frozen")
     state += frozen * teacher_params  # a distillation teacher's weights
-    if holds_reference(kind, lora, beta):
+    if holds_reference(terms, lora, beta):
         state += frozen * n
     activations = 2 * tokens * h * layers + 34 * tokens * h
     kv = 2 * layers * preset.num_key_value_heads * preset.head_dim * tokens * 2
-    kv = kv if kind in ("grpo", "distill") else 0  # both generate
-    if kind == "dpo":  # both answers in one batch
-        activations *= DPO_SEQUENCES
+    kv = kv if terms.samples else 0
+    activations *= terms.sequences  # DPO: both answers of each pair in one batch
     return allocator_factor * (state + activations + kv) / 1e9
 
 

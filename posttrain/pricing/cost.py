@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
 from posttrain.models.catalog import PRICES_AS_OF, gpu_prices, parse_gpu
 from posttrain.models.container import container_for_model, worst_case_s
@@ -87,7 +88,7 @@ def estimate(spec: RunSpec, index: Any = None) -> CostEstimate:
 def with_judge(cost: CostEstimate, spec: RunSpec) -> CostEstimate:
     """A paid judge's calls added to the price the human approves (a free one adds nothing).
     GRPO calls it every step; a dry run's steps are the cut ones it runs."""
-    if spec.reward is None or spec.reward.name != "judge" or spec.algorithm.kind != "grpo":
+    if spec.reward is None or spec.reward.name != "judge" or not algorithm_of(spec).rewarded:
         return cost  # (a user's reward file is never built here: it is someone's code)
     from posttrain.rewards.judge.price import judge_cost
 

@@ -17,6 +17,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.algorithms.base import Algorithm
+from posttrain.algorithms.kinds import algorithm_of
+from posttrain.algorithms.sft import SFT
 from posttrain.models.calibration import (
     CPU_MACHINE,
     MEASUREMENTS,
@@ -27,29 +30,15 @@ from posttrain.models.calibration import (
     fitted,
     training_s,
 )
-from posttrain.models.catalog import (
-    GPU_PERF,
-    MEASURED_KINDS,
-    get_preset,
-    parse_gpu,
-    priced_as,
-    shape_of,
-)
+from posttrain.models.catalog import GPU_PERF, get_preset, parse_gpu, priced_as, shape_of
 from posttrain.spec.schema import RunSpec
 
 STARTUP_S = 180.0  # Modal container start, image pull and weights download, measured coarsely
 PROMPT_TOKENS_GUESS = 128  # prompts are usually far shorter than max_prompt_length
 MAX_UNCERTAINTY = 4.0
-# Local steps, measured on 2 CPU cores (bench/smoke.py): the tiny demo model and the stand-in.
-# Real weights on this CPU are priced by their shape (calibration.cpu_step_s). DPO is not
-# measured by bench/smoke.py: a dry run of 22 short pairs (~45 tokens, batch 2) took 0.5-1.7 s
-# a step on the stand-in (2026-12-06); SFT's step for two sequences a row bounds it above.
-# Distillation: GRPO's step with one sample a prompt, plus a stand-in teacher's forward pass;
-# not measured by bench/smoke.py, set above GRPO's.
-LOCAL_STEP_S = {
-    "tiny": {"grpo": 0.4, "sft": 0.1, "dpo": 0.2, "distill": 0.5},
-    "stand_in": {"grpo": 3.6, "sft": 2.5, "dpo": 3.0, "distill": 4.0},
-}
+# Local steps of the tiny demo model and a stand-in: each algorithm's own figures
+# (Algorithm.local_step_s, measured on 2 CPU cores by bench/smoke.py where it says so). Real
+# weights on this CPU are priced by their shape (calibration.cpu_step_s).
 LOCAL_STARTUP_S = {"tiny": 15.0, "stand_in": 25.0, "real": 30.0}
 UNKNOWN_LOCAL_STEP_S = 30.0
 UNKNOWN_SHAPE_STEP_S = 30.0
@@ -80,11 +69,12 @@ def model_step_s(spec: RunSpec, gpu: str) -> float:
     fit = fitted()
     a = spec.algorithm
     name = spec.model.name
-    kind, more = priced_as(a.kind)
-    kl = a.kind == "grpo" and a.beta > 0
+    algorithm = algorithm_of(a)
+    _, more = priced_as(algorithm.step)
     teacher = teacher_params(spec)
+    kl = algorithm.kl(a)
     train = more * training_s(name, gpu, tokens_per_step(spec), kl, fit.training_mfu, teacher)
-    if kind != "grpo":
+    if not algorithm.samples:
         return train  # the SFT measurement the MFU was fitted to includes everything
     decode = decode_step_s(name, gpu, fit.decode_overhead_s_per_layer)
     generate = a.max_completion_length * decode * fit.trl_generation_factor
@@ -94,9 +84,9 @@ def model_step_s(spec: RunSpec, gpu: str) -> float:
 def teacher_params(spec: RunSpec) -> int:
     """A distillation teacher's parameters (its forward pass is priced by them): its preset's
     or its folder's; the student's own where nothing here says (the plan says so); 0 for the
-    other kinds."""
+    other kinds (only distillation takes a teacher)."""
     teacher = spec.algorithm.teacher
-    if spec.algorithm.kind != "distill" or not teacher:
+    if not teacher:
         return 0
     shape = shape_of(teacher) or shape_of(spec.model.name)
     return shape.n_params if shape is not None else 0
@@ -104,7 +94,8 @@ def teacher_params(spec: RunSpec) -> int:
 
 def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
     """How far the model may be off for this shape, and why."""
-    kind, more = priced_as(spec.algorithm.kind)
+    algorithm = algorithm_of(spec)
+    kind, _ = priced_as(algorithm.step)
     anchor = next(m for m in MEASUREMENTS if m.what == kind)
     preset, anchored = get_preset(spec.model.name), get_preset(anchor.model)
     assert preset is not None and anchored is not None
@@ -117,10 +108,10 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
     )
     measured_gpus = {m.gpu for m in MEASUREMENTS}
     factor = 1.15 + 0.35 * params + 0.15 * tokens + (0.3 if gpu not in measured_gpus else 0.0)
-    factor += 0.3 if spec.algorithm.kind not in MEASURED_KINDS else 0.0
+    factor += 0.3 if not algorithm.step.measured else 0.0
     why = [f"x{factor:.2f}: the nearest measurement is {anchor.what.upper()} {anchor.model}"]
-    if spec.algorithm.kind not in MEASURED_KINDS:
-        why.append(unmeasured(spec.algorithm.kind, kind, more))
+    if not algorithm.step.measured:
+        why.append(algorithm.step.priced_note)
     if params >= 0.5:
         why.append(_times(preset.n_params / anchored.n_params, "its parameters"))
     if tokens >= 0.5:
@@ -134,19 +125,6 @@ def uncertainty(spec: RunSpec, gpu: str) -> tuple[float, str]:
             + ("" if known else f" (none known for {gpu}: the H100's figures are used)")
         )
     return min(factor, MAX_UNCERTAINTY), ", ".join(why)
-
-
-def unmeasured(kind: str, anchor: str, more: float) -> str:
-    if kind == "distill":
-        return (
-            "DISTILL is priced as a GRPO step of one sample a prompt plus the teacher's "
-            "forward pass over its tokens (2 FLOPs a teacher parameter a token), not measured "
-            "itself"
-        )
-    return (
-        f"{kind.upper()} is priced as {more:.2f}x a {anchor.upper()} step of the same batch "
-        f"(posttrain.models.catalog.priced_as), not measured itself"
-    )
 
 
 def _times(ratio: float, what: str) -> str:
@@ -178,12 +156,12 @@ def step_estimate(spec: RunSpec, measured: list[dict[str, Any]] | None = None) -
         return _cpu_estimate(spec)
     if spec.compute.backend == "local":
         kind = _local_kind(spec)
-        step = LOCAL_STEP_S[kind][spec.algorithm.kind] if kind else UNKNOWN_LOCAL_STEP_S
+        step = algorithm_of(spec).local_step_s[kind] if kind else UNKNOWN_LOCAL_STEP_S
         return StepEstimate(
             step_s=step,
             factor=1.5 if kind else 3.0,
             startup_s=LOCAL_STARTUP_S.get(kind or "", 60.0),
-            warm_step_s=LOCAL_STEP_S[kind]["sft"] if kind and warm else 0.0,
+            warm_step_s=SFT.local_step_s[kind] if kind and warm else 0.0,
             basis=f"measured on 2 CPU cores (bench/smoke.py) for {kind or 'no such'} runs; "
             f"this machine's own runs replace it once one of this shape has finished",
         )
@@ -222,14 +200,17 @@ def _local_kind(spec: RunSpec) -> str | None:
     return "real" if shape_of(spec.model.name) is not None else None
 
 
-def _cpu_step(spec: RunSpec, kind: str, batch: int) -> float:
+def _cpu_step(spec: RunSpec, algorithm: Algorithm, batch: int) -> float:
     shape = shape_of(spec.model.name)
     assert shape is not None
     a = spec.algorithm
     prompt = min(PROMPT_TOKENS_GUESS, a.max_prompt_length)
-    kl = kind == "grpo" and a.beta > 0
-    teacher = teacher_params(spec) if kind == a.kind else 0  # not in a warm-start's step
-    return cpu_step_s(shape.n_params, kind, batch, prompt, a.max_completion_length, kl, teacher)
+    kl = algorithm.kl(a)
+    mine = algorithm is algorithm_of(a)
+    teacher = teacher_params(spec) if mine else 0  # not in a warm-start's step
+    return cpu_step_s(
+        shape.n_params, algorithm.step, batch, prompt, a.max_completion_length, kl, teacher
+    )
 
 
 def _cpu_estimate(spec: RunSpec) -> StepEstimate:
@@ -238,7 +219,8 @@ def _cpu_estimate(spec: RunSpec) -> StepEstimate:
     shape = shape_of(spec.model.name)
     assert shape is not None
     a, warm = spec.algorithm, spec.algorithm.warmstart
-    kind, more = priced_as(a.kind)
+    algorithm = algorithm_of(a)
+    kind, _ = priced_as(algorithm.step)
     anchor = next(m for m in cpu_fitted().anchors if m.what == kind)
     anchored = get_preset(anchor.model)
     assert anchored is not None
@@ -248,14 +230,14 @@ def _cpu_estimate(spec: RunSpec) -> StepEstimate:
     why = f"x{factor:.2f}: the nearest measurement is {anchor.what.upper()} {anchor.model}"
     if params >= 0.5:
         why += ", " + _times(shape.n_params / anchored.n_params, "its parameters")
-    if a.kind not in MEASURED_KINDS:
+    if not algorithm.step.measured:
         factor = min(MAX_UNCERTAINTY, factor + 0.3)
-        why += ", " + unmeasured(a.kind, kind, more)
+        why += ", " + algorithm.step.priced_note
     return StepEstimate(
-        step_s=_cpu_step(spec, a.kind, a.batch_size),
+        step_s=_cpu_step(spec, algorithm, a.batch_size),
         factor=factor,
         startup_s=LOCAL_STARTUP_S["real"],
-        warm_step_s=_cpu_step(spec, "sft", warm.batch_size) if warm else 0.0,
+        warm_step_s=_cpu_step(spec, SFT, warm.batch_size) if warm else 0.0,
         basis=f"{shape.n_params / 1e6:,.0f}M parameters on this machine's CPU ({CPU_MACHINE}), "
         "at the rates fitted to measured runs (posttrain/models/calibration.py); "
         f"uncertainty {why}. "
@@ -277,12 +259,12 @@ def _warm_step_s(spec: RunSpec) -> float:
     if spec.compute.backend == "local":
         kind = _local_kind(spec)
         if kind == "real":
-            return _cpu_step(spec, "sft", warm.batch_size)
-        return LOCAL_STEP_S[kind]["sft"] if kind else UNKNOWN_LOCAL_STEP_S
+            return _cpu_step(spec, SFT, warm.batch_size)
+        return SFT.local_step_s[kind] if kind else UNKNOWN_LOCAL_STEP_S
     sft = spec.model_copy(
         update={
             "algorithm": spec.algorithm.model_copy(
-                update={"kind": "sft", "batch_size": warm.batch_size, "warmstart": None}
+                update={"kind": SFT.name, "batch_size": warm.batch_size, "warmstart": None}
             )
         }
     )

@@ -28,6 +28,9 @@ from pydantic import (
     model_validator,
 )
 
+from posttrain.algorithms.dpo import DpoSpec
+from posttrain.algorithms.kinds import ALGORITHMS, DEFAULT, algorithm_of, unknown_kind
+from posttrain.algorithms.kto import KtoSpec
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import (
     HF_REPO_ID,
@@ -193,6 +196,12 @@ class DatasetSpec(Strict):
     rejected_column: str | None = Field(
         None, max_length=256, description="DPO: the answer not preferred; None: 'rejected'."
     )
+    label_column: str | None = Field(
+        None,
+        max_length=256,
+        description="KTO: whether each answer is good or bad (true/false, 1/0, up/down, "
+        "good/bad, yes/no or a thumbs emoji); None: 'label'.",
+    )
     messages_column: str | None = Field(
         None, description="Rows already in chat form (SFT); tools stay with them."
     )
@@ -261,6 +270,11 @@ class DatasetSpec(Strict):
     def pair_columns(self) -> tuple[str, str]:
         """DPO: the columns of the preferred and the other answer."""
         return self.chosen_column or "chosen", self.rejected_column or "rejected"
+
+    @property
+    def label(self) -> str:
+        """KTO: the column of each answer's label, good or bad."""
+        return self.label_column or "label"
 
 
 class RewardSpec(Strict):
@@ -365,28 +379,26 @@ class WarmStartSpec(Strict):
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 32
 
 
-DPO_LOSSES = ("sigmoid", "ipo", "hinge", "robust", "sigmoid_norm", "apo_zero", "apo_down")
-KINDS = {
-    "grpo": "reinforcement learning from a reward (or an environment) on sampled answers",
-    "sft": "supervised fine-tuning on target answers or chats",
-    "dpo": "preference training on pairs of a chosen and a rejected answer",
-    "distill": "on-policy distillation: the student answers, a teacher's next-token "
-    "distribution is the target",
-}
+def _either(names: list[str]) -> str:
+    return " or ".join(f"'{n}'" for n in names)
 
 
-class DpoSpec(Strict):
-    """DPO's own settings (TRL's DPOConfig defaults); its lengths are the algorithm's
-    max_prompt_length + max_completion_length."""
-
-    beta: Annotated[float, Field(gt=0, le=10)] = Field(
-        0.1, description="How far from the reference (the base, adapter off) the policy may go."
+def kind_fields() -> tuple[str, ...]:
+    """The algorithm fields only some kinds read (their sections, a teacher): left out of a
+    spec's id while unset, so the ids of specs written before a kind existed stay as they
+    were."""
+    return tuple(
+        name
+        for a in ALGORITHMS.values()
+        for name in (*a.own_fields, *([a.section[0]] if a.section else []))
     )
-    loss_type: Literal[DPO_LOSSES] = "sigmoid"  # type: ignore[valid-type]
 
 
 class AlgorithmSpec(Strict):
-    kind: str = Field("grpo", description="; ".join(f"{k}: {why}" for k, why in KINDS.items()))
+    kind: str = Field(
+        DEFAULT.name,
+        description="; ".join(f"{a.name}: {a.summary}" for a in ALGORITHMS.values()),
+    )
     lora: LoraSpec | None = Field(
         default_factory=LoraSpec, description="LoRA adapter; null: full fine-tune."
     )
@@ -418,6 +430,11 @@ class AlgorithmSpec(Strict):
     dpo: DpoSpec | None = Field(
         None, description="DPO's beta and loss (filled with TRL's defaults for kind dpo)."
     )
+    kto: KtoSpec | None = Field(
+        None,
+        description="KTO's beta and the weights of good and bad answers (filled with TRL's "
+        "defaults for kind kto).",
+    )
     teacher: str | None = Field(
         None,
         max_length=1024,
@@ -434,37 +451,34 @@ class AlgorithmSpec(Strict):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        if kind not in KINDS:
-            known = "; ".join(f"'{k}' ({why})" for k, why in KINDS.items())
-            close = difflib.get_close_matches(kind, list(KINDS), n=1, cutoff=0.5)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise ValueError(f"kind '{kind}' does not exist; {hint}the kinds are: {known}")
+        if kind not in ALGORITHMS:
+            raise ValueError(unknown_kind(kind))
         return kind
 
     @model_validator(mode="after")
     def _consistent(self) -> AlgorithmSpec:
-        if self.dpo is not None and self.kind != "dpo":
-            raise ValueError(f"algorithm.dpo works with kind 'dpo' (this is '{self.kind}')")
-        if self.kind == "dpo" and self.dpo is None:
-            object.__setattr__(self, "dpo", DpoSpec())  # TRL's defaults, said by plan
-        if self.teacher is not None and self.kind != "distill":
-            raise ValueError(f"algorithm.teacher works with kind 'distill' (this is '{self.kind}')")
-        if self.kind == "distill" and not self.teacher:
+        """The kind's own section filled with its defaults, another kind's section or fields
+        refused, then the kind's own rules (posttrain.algorithms)."""
+        mine = algorithm_of(self.kind)
+        if self.warmstart and not mine.takes_warmstart:
             raise ValueError(
-                "kind 'distill' needs algorithm.teacher: the model whose next-token "
-                "distribution the student learns (e.g. Qwen3-8B for a Qwen3-0.6B student)"
+                f"warmstart is an SFT pass before GRPO; a {mine.title} run does not take one"
             )
-        if self.kind == "grpo" and self.batch_size % self.num_generations:
-            suggestion = self.num_generations * max(1, self.batch_size // self.num_generations)
-            raise ValueError(
-                f"batch_size ({self.batch_size}) must be divisible by num_generations "
-                f"({self.num_generations}): each prompt gets num_generations completions; e.g. "
-                f"batch_size {suggestion}"
-            )
-        if self.kind != "grpo" and self.warmstart:
-            raise ValueError(
-                f"warmstart is an SFT pass before GRPO; a {self.kind.upper()} run does not take one"
-            )
+        for other in ALGORITHMS.values():
+            if other is mine:
+                continue
+            owned = [*other.own_fields, *([other.section[0]] if other.section else [])]
+            for name in owned:
+                if name in mine.own_fields or name == (mine.section or ("",))[0]:
+                    continue
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"algorithm.{name} works with kind '{other.name}' (this is '{self.kind}')"
+                    )
+        if mine.section is not None and getattr(self, mine.section[0]) is None:
+            name, model = mine.section
+            object.__setattr__(self, name, model())  # TRL's defaults, said by plan
+        mine.check(self)
         return self
 
 
@@ -561,7 +575,7 @@ class RunSpec(Strict):
 
     @model_validator(mode="after")
     def _grpo_has_a_reward(self) -> RunSpec:
-        if self.reward is None and self.algorithm.kind == "grpo" and self.environment is None:
+        if self.reward is None and algorithm_of(self).rewarded and self.environment is None:
             # filled after validation, so it stays out of model_fields_set and plan lists it;
             # an environment scores its own episodes (get_reward), a named reward beside it
             object.__setattr__(self, "reward", RewardSpec())
@@ -569,12 +583,15 @@ class RunSpec(Strict):
 
     @model_validator(mode="after")
     def _tools_need_sft(self) -> RunSpec:
-        if self.dataset.tools_column and self.algorithm.kind == "grpo":
+        mine = algorithm_of(self)
+        if self.dataset.tools_column and not mine.takes_tools_column:
+            takes = [a.name for a in ALGORITHMS.values() if a.takes_tools_column]
             raise ValueError(
-                "dataset.tools_column works with algorithm.kind 'sft' (each row's tool schemas "
-                "go into its prompt); GRPO with per-row tools is not built (TRL renders one "
-                "tool list for every prompt), so the schemas would be dropped silently. Use "
-                "kind 'sft', or put the tools into system_prompt"
+                f"dataset.tools_column works with algorithm.kind {_either(takes)} (each row's "
+                f"tool schemas go into its prompt); {mine.title} with per-row tools is not "
+                f"built (TRL renders one tool list for every prompt), so the schemas would be "
+                f"dropped silently. Use kind {_either(takes)}, or put the tools into "
+                f"system_prompt"
             )
         return self
 
@@ -588,17 +605,18 @@ class RunSpec(Strict):
 
     @model_validator(mode="after")
     def _environment_needs_grpo(self) -> RunSpec:
-        if self.environment is not None and self.algorithm.kind != "grpo":
+        if self.environment is not None and not algorithm_of(self).takes_environment:
+            takes = [a.name for a in ALGORITHMS.values() if a.takes_environment]
             raise ValueError(
-                "environment works with algorithm.kind 'grpo' (episodes are sampled and "
-                "scored); for SFT on tool-calling chats use dataset.messages_column"
+                f"environment works with algorithm.kind {_either(takes)} (episodes are sampled "
+                f"and scored); for SFT on tool-calling chats use dataset.messages_column"
             )
         return self
 
     @model_validator(mode="after")
     def _batch_divides_among_gpus(self) -> RunSpec:
         a, devices = self.algorithm, self.gpu_count
-        groups = a.num_generations if a.kind == "grpo" else 1
+        groups = algorithm_of(a).groups(a)
         per_device(a.batch_size, devices, "algorithm.batch_size", groups)
         if a.warmstart is not None:
             per_device(a.warmstart.batch_size, devices, "algorithm.warmstart.batch_size")
@@ -623,8 +641,8 @@ class RunSpec(Strict):
         exclude: dict[str, Any] = {"name": True}
         exclude |= {f: True for f in ("environment", "eval") if getattr(self, f) is None}
         for part, fields in (
-            ("algorithm", ("dpo", "teacher")),
-            ("dataset", ("chosen_column", "rejected_column")),
+            ("algorithm", kind_fields()),
+            ("dataset", ("chosen_column", "rejected_column", "label_column")),
         ):
             unset = {f: True for f in fields if getattr(getattr(self, part), f) is None}
             if unset:

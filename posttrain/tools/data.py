@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.sampling import spread
-from posttrain.data.dataset import check_columns, prepare, source_rows
+from posttrain.data.dataset import source_rows
 from posttrain.data.toolcalls import as_text
 from posttrain.gpu.sft_text import MARKS
 from posttrain.spec.schema import RunSpec, load_spec
@@ -112,17 +113,17 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
     """Inspect the data a spec trains on, rendered and counted as the trainer will. SFT
     samples are the exact text the trainer tokenizes, the loss-bearing spans marked."""
     spec = load_spec(spec)
-    ds, a = spec.dataset, spec.algorithm
+    ds, a, algorithm = spec.dataset, spec.algorithm, algorithm_of(spec)
     raw = source_rows(ds)
-    check_columns(ds, raw, a.kind)
-    data = prepare(ds, a.kind)
+    algorithm.check_columns(ds, raw)
+    data = algorithm.prepare(ds)
     tokenizer, tokenizer_name = load_tokenizer_for(spec)
-    if a.kind == "dpo":
+    if algorithm.rows == "pairs":
         return _preference_report(spec, raw, data, tokenizer, tokenizer_name, samples)
     kwargs = spec.model.template_kwargs()
     rows = data.train + data.holdout
     sft = None
-    if a.kind == "sft":
+    if algorithm.rows == "targets":
         from posttrain.gpu.sft_text import SftRenderer
 
         family = spec.model.family

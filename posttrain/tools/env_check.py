@@ -140,7 +140,7 @@ def _resolve(
             env = env.model_copy(update={"demo_column": demo_column})
         if data is not None:
             return spec, env, _json_rows(read_rows(data, limit=rows))
-        prepared = prepare(spec.dataset, "grpo")
+        prepared = prepare(spec.dataset, "prompts")
         return spec, env, _json_rows(prepared.train[:rows])
     builtin = target == "calculator"
     field = "tools" if ":[" in str(target) else "name"

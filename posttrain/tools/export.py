@@ -170,7 +170,7 @@ def _fetch(backend: Any, run_dir: Path, spec: Any) -> None:
     """Bring the folders the export reads onto this machine (a Modal run's live on the
     Volume): final/, the run's warm-start, and the earlier run it was trained from."""
     wanted = [(run_dir, "final")]
-    if spec.algorithm.kind == "grpo" and spec.algorithm.warmstart:
+    if spec.algorithm.warmstart:  # only a kind that takes one has one (the spec says)
         wanted.append((run_dir, "warmstart"))
     base = read_json(run_dir / RUN_META).get("base") or {}
     if base.get("run_id"):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import BackendError, PosttrainError
 from posttrain.launching.groups import GroupPlan, ask_group, launch_group, resolve_group
 from posttrain.launching.reserve import create_run, ready_backend
@@ -242,7 +243,7 @@ def smoke_plan(
 def judge_requests(spec: RunSpec, also: int = 0) -> str | None:
     """What a run of this spec asks its judge (and `also` requests more), bounded and said
     before it starts: None without a judge reward."""
-    if spec.reward is None or spec.reward.name != "judge" or spec.algorithm.kind != "grpo":
+    if spec.reward is None or spec.reward.name != "judge" or not algorithm_of(spec).rewarded:
         return None
     from posttrain.rewards.judge.price import judge_cost
     from posttrain.rewards.registry import get_reward

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, RewardError
 from posttrain.launching.columns import check_data
 from posttrain.launching.sweeps import (
@@ -108,7 +109,7 @@ def plan(
         warnings.append(f"launch would answer: {exc}")
     if cap := _over_cap(cost.worst_case_usd):
         warnings.append(f"launch would answer: {cap}")
-    preset, a = spec.model.preset, spec.algorithm
+    preset, a, algorithm = spec.model.preset, spec.algorithm, algorithm_of(spec)
     fit = None
     if preset is not None and spec.compute.backend != "local":
         prompt = min(PROMPT_TOKENS_GUESS, a.max_prompt_length)
@@ -119,7 +120,7 @@ def plan(
             a.max_completion_length,
             spec.batch_per_gpu,  # what one GPU holds
             prompt_tokens=prompt,
-            kind=a.kind,
+            terms=algorithm.step,
             teacher_params=teacher_params(spec),
             beta=a.beta,  # a full fine-tune's GRPO then holds a reference model
             lora_rank=a.lora.r if a.lora else 0,
@@ -144,10 +145,10 @@ def plan(
                 f"{fit['have_gb']} GB: use LoRA, a smaller batch_size, or a larger GPU"
             )
     tiny = preset is not None and preset.hf_repo is None
-    if a.kind == "grpo" and a.steps < 100 and tiny and spec.dataset.builtin == "rhyme-gym":
+    if algorithm.rewarded and a.steps < 100 and tiny and spec.dataset.builtin == "rhyme-gym":
         warnings.append(  # measured on the gym only: other tasks' curves are their own
-            f"{a.steps} GRPO steps is a smoke test: on the tiny gym the reward sits flat for "
-            f"~200 steps before it rises"
+            f"{a.steps} {algorithm.title} steps is a smoke test: on the tiny gym the reward "
+            f"sits flat for ~200 steps before it rises"
         )
     if spec.budget_usd is not None and cost.worst_case_usd > spec.budget_usd:
         warnings.append(
@@ -167,27 +168,8 @@ def plan(
             f"assistant turns a rollout and waits on your tools, which the estimate (one turn) "
             f"does not price; a dry run (`smoke_run`) measures it. Run check_environment first"
         )
-    elif a.kind == "distill":
-        warnings.append(teacher_note(spec))
-    elif a.kind == "dpo":
-        warnings.append(
-            "DPO trains on the pairs, with no reward; evaluate compares the trained and base "
-            "models by held-out preference accuracy (the share of held-out pairs whose chosen "
-            "answer each finds likelier), beside the chosen answers' likelihood "
-            "(reference_nll: a rise is DPO's known failure). Run `posttrain data check` first: "
-            "it flags identical, contradicting and cut-off pairs and a length bias"
-        )
-    elif spec.reward is None:
-        warnings.append(
-            "no reward: SFT trains without one, and evaluate compares the trained and base "
-            "models by the held-out references' likelihood (reference_nll, lower is better); "
-            "name a reward (e.g. tool_call) to have evaluate score sampled answers too"
-        )
-    elif a.kind == "grpo" and "reward" not in spec.model_fields_set:
-        warnings.append(
-            f"reward: none given, so GRPO maximises the default '{spec.reward.name}'; name "
-            f"the reward your task needs"
-        )
+    elif note := algorithm.plan_note(spec):
+        warnings.append(note)
     if a.lora is None and preset is not None and preset.n_params > 2e9:
         warnings.append(f"full fine-tuning {preset.name} is costly; LoRA is the default")
     return PlanResult(
@@ -197,36 +179,6 @@ def plan(
         fit=fit,
         defaults=filled_defaults(spec),
         warnings=warnings,
-    )
-
-
-def teacher_note(spec: RunSpec) -> str:
-    """What a distillation's teacher costs, and what could not be checked about it."""
-    from posttrain.models.catalog import shape_of, vocabulary_of
-
-    a, student = spec.algorithm, shape_of(spec.model.name)
-    teacher = shape_of(a.teacher or "")
-    if teacher is None or student is None:
-        size = (
-            f"the teacher {a.teacher}'s size is unknown here, so its forward pass is priced as "
-            f"the student's"
-        )
-    else:
-        share = teacher.n_params / (3 * student.n_params + teacher.n_params)
-        size = (
-            f"the teacher {a.teacher} ({teacher.n_params / 1e9:.1f}B parameters) runs a forward "
-            f"pass over every sampled answer: about {share:.0%} of a step's training compute "
-            f"(generation aside), and its weights are in memory beside the student's"
-        )
-    checked = (
-        "its tokenizer is the student's family"
-        if vocabulary_of(a.teacher or "") is not None
-        else "its tokenizer's family is unknown here: the trainer compares the two "
-        "vocabularies before the teacher's weights load"
-    )
-    return (
-        f"distillation: no reward; {size}; {checked}. evaluate compares the student's "
-        f"held-out answers' likelihood (reference_nll) where the rows have references"
     )
 
 

@@ -71,7 +71,7 @@ JUDGE_ROWS = 8  # rows a judge is probed on unless asked: each probe costs a cal
 def _prepared_rows(ds: DatasetSpec, rows: int) -> list[dict[str, Any]]:
     """The first rows as the trainer prepares them (prompt_text, reference, tools, the other
     columns), less the chat-form prompt and completion the probes do not read."""
-    prepared = prepare(ds, "grpo")
+    prepared = prepare(ds, "prompts")
     return [
         {k: v for k, v in r.items() if k not in ("prompt", "completion")}
         for r in prepared.train[: max(rows, 1)]

@@ -23,7 +23,7 @@ def shaped(tmp_path, rows, **dataset):
             "dataset": {"path": str(path), "holdout_share": 0.0, **dataset},
         }
     )
-    return prepare(spec.dataset, "dpo").train
+    return prepare(spec.dataset, "pairs").train
 
 
 def test_text_pairs_get_the_system_prompt_and_the_template(tmp_path):

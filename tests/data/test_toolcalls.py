@@ -64,7 +64,7 @@ def test_a_call_that_cannot_be_normalised_names_the_row_and_the_field(tmp_path, 
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     ds = DatasetSpec(path=str(path), messages_column="chat")
     with pytest.raises(ConfigError) as caught:
-        prepare(ds, "sft")
+        prepare(ds, "targets")
     message = str(caught.value)
     assert "row 'bad'" in message and f"column 'chat'[1].{field}" in message and why in message
 
@@ -75,7 +75,7 @@ def test_tools_that_are_not_schemas_name_the_row_and_the_column(tmp_path):
     path.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
     ds = DatasetSpec(path=str(path), messages_column="chat", tools_column="tools")
     with pytest.raises(ConfigError, match=r"row 't1': column 'tools': tools must be a list"):
-        prepare(ds, "sft")
+        prepare(ds, "targets")
 
 
 def test_calls_are_written_as_a_qwen_model_writes_them_and_values_as_json_text():

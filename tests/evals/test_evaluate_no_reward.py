@@ -27,7 +27,7 @@ def run_dir(tmp_path, spec: dict) -> tuple:
     run.mkdir()
     validated = load_spec(spec)
     (run / "spec.json").write_text(validated.to_json())
-    holdout = prepare(validated.dataset, "sft").holdout
+    holdout = prepare(validated.dataset, "targets").holdout
     (run / "holdout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in holdout))
     return run, holdout
 

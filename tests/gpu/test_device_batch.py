@@ -4,8 +4,8 @@ divide among the processes is refused naming its field."""
 
 import pytest
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
-from posttrain.data.dataset import prepare
 from posttrain.gpu import ranks
 from posttrain.gpu.models import Device
 from posttrain.gpu.reporter import Reporter
@@ -18,7 +18,7 @@ def job_for(spec, tmp_path) -> Job:
     """A job of the tiny model on its own rows (the trainer's tokenizer); nothing loaded."""
     from posttrain.gpu.train import tokenizer_for
 
-    rows = prepare(spec.dataset, spec.algorithm.kind).train
+    rows = algorithm_of(spec).prepare(spec.dataset).train
     tokenizer = tokenizer_for(spec).tokenizer
     reporter = Reporter(tmp_path)
     return Job(spec, "unused", tokenizer, rows, tmp_path / "out", reporter, Device.detect(), None)

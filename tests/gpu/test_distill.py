@@ -51,7 +51,7 @@ def test_a_teacher_of_another_tokenizer_is_refused_by_every_verb_naming_both(pro
 
 
 def test_the_trainer_compares_the_tokenizers_where_the_family_is_unknown(project):
-    from posttrain.gpu.distill import check_vocabularies
+    from posttrain.gpu.distill_trainer import check_vocabularies
     from posttrain.gpu.tokenizers import load_tokenizer
 
     qwen = load_tokenizer("Qwen3-0.6B").tokenizer

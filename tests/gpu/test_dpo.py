@@ -113,14 +113,14 @@ def test_the_trainers_batches_decode_to_exactly_the_pairs_data_check_shows(proje
     `data check`; and what `data check` shows against the model's template applied by hand to
     the user's raw rows."""
     from posttrain.gpu import tokenizers
-    from posttrain.gpu.dpo import dpo_trainer
+    from posttrain.gpu.dpo_trainer import dpo_trainer
     from posttrain.gpu.reporter import Reporter
     from posttrain.gpu.standin import stand_in_path
     from posttrain.gpu.trainers import Device, Job
 
     root, _ = project
     spec = load_spec("dpo.json")
-    train = prepare(spec.dataset, "dpo").train
+    train = prepare(spec.dataset, "pairs").train
     tokenizer = tokenizers.load_tokenizer(spec.model.name).tokenizer
     reporter = Reporter(root / "run")
     job = Job(

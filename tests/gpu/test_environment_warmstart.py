@@ -58,7 +58,7 @@ def calculator(tmp_path_factory):
             "algorithm": {"kind": "grpo", "warmstart": {"steps": 1}},
         }
     )
-    return spec, prepare(spec.dataset, "grpo").train
+    return spec, prepare(spec.dataset, "prompts").train
 
 
 def test_smollm2_renders_tool_conversations_with_its_own_default_system_line(smol):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.gpu.models import Device, load_tokenizer, resolve_model
 from posttrain.spec.schema import load_spec
 
@@ -48,13 +49,12 @@ def tiny_spec(kind: str = "sft", lora: bool = False, **algorithm) -> object:
 
 
 def job_for(spec, device: Device, out, rows=None):
-    from posttrain.data.dataset import prepare
     from posttrain.gpu.reporter import Reporter
     from posttrain.gpu.trainers import Job
     from posttrain.rewards.registry import get_reward
 
     path = resolve_model(spec)
-    rows = rows if rows is not None else prepare(spec.dataset, spec.algorithm.kind).train
+    rows = rows if rows is not None else algorithm_of(spec).prepare(spec.dataset).train
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
     return Job(spec, path, load_tokenizer(path), rows, out, Reporter(out), device, reward)
 
@@ -159,7 +159,7 @@ def test_a_full_fine_tunes_grpo_reference_is_held_in_bf16_beside_fp32_masters(tm
 def test_a_full_fine_tunes_dpo_reference_is_held_in_bf16(tmp_path):
     from posttrain.data import preference_gym
     from posttrain.data.dataset import prepare
-    from posttrain.gpu.dpo import dpo_trainer
+    from posttrain.gpu.dpo_trainer import dpo_trainer
 
     data = preference_gym.write(tmp_path, n=12)
     spec = load_spec(
@@ -177,7 +177,7 @@ def test_a_full_fine_tunes_dpo_reference_is_held_in_bf16(tmp_path):
             },
         }
     )
-    rows = prepare(spec.dataset, "dpo").train
+    rows = prepare(spec.dataset, "pairs").train
     job = job_for(spec, CPU_AUTOCAST, tmp_path / "run", rows)
     trainer = dpo_trainer(job, proof=False)
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}

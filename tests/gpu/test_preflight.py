@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
 from posttrain.gpu.tiny import build_tokenizer
@@ -31,7 +32,7 @@ class Sink:
 
 def run_preflight(spec_dict, reward=None):
     spec = load_spec(spec_dict)
-    data = prepare(spec.dataset, spec.algorithm.kind)
+    data = algorithm_of(spec).prepare(spec.dataset)
     reward = reward or get_reward(spec.reward.name, spec.reward.params)
     sink = Sink()
     data, _ = preflight(spec, data, build_tokenizer(), reward, sink)
@@ -74,7 +75,7 @@ def test_a_reward_needing_a_column_the_rows_lack_is_refused(tmp_path):
 
 def test_the_holdout_is_stable_and_disjoint_from_training():
     spec = load_spec({"dataset": {**GYM, "holdout_share": 0.2}})
-    a, b = prepare(spec.dataset, "grpo"), prepare(spec.dataset, "grpo")
+    a, b = prepare(spec.dataset, "prompts"), prepare(spec.dataset, "prompts")
     assert [r["id"] for r in a.holdout] == [r["id"] for r in b.holdout]
     assert not {r["id"] for r in a.holdout} & {r["id"] for r in a.train}
     assert 10 <= len(a.holdout) <= 30
@@ -104,7 +105,7 @@ def test_a_row_the_real_qwen_template_cannot_render_is_named_with_the_reason(tmp
             "algorithm": {"kind": "sft"},
         }
     )
-    data = prepare(spec.dataset, "sft")
+    data = prepare(spec.dataset, "targets")
     tokenizer = load_tokenizer("Qwen3-0.6B").tokenizer
     with pytest.raises(ConfigError, match=r"row 3 \(id broken-row\) does not render .*TypeError"):
         preflight(spec, data, tokenizer, None, Sink())

@@ -146,7 +146,7 @@ def test_the_real_demo_is_priced_here_and_its_reward_pays_the_call_not_the_quest
     spec = load_spec(real_demo_spec(write_tool_rows(home / "demo")))
     cost = plan(spec).cost
     assert cost.refused is None and 0 < cost.run_s < 20 * 60
-    data = prepare(spec.dataset, "grpo")
+    data = prepare(spec.dataset, "prompts")
     assert len(data.holdout) >= 60  # evaluate proves nothing under 50 clean tasks
     rows = data.train[:16]
     assert rows[0]["prompt"][0] == {"role": "system", "content": TOOL_SYSTEM_PROMPT}
@@ -163,7 +163,7 @@ def test_the_base_model_rarely_calls_a_tool_when_asked_to(smollm2, home):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     spec = load_spec(real_demo_spec(write_tool_rows(home / "demo")))
-    rows = prepare(spec.dataset, "grpo").holdout[:8]
+    rows = prepare(spec.dataset, "prompts").holdout[:8]
     model = AutoModelForCausalLM.from_pretrained(smollm2)
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
     completions = sample(

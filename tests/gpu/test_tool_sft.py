@@ -55,7 +55,7 @@ def test_the_trainers_own_batches_decode_to_exactly_what_data_check_shows(projec
     from posttrain.gpu.sft_text import decode_trained
 
     spec = load_spec("tool_sft.yaml")
-    train = prepare(spec.dataset, "sft").train
+    train = prepare(spec.dataset, "targets").train
     report = check_dataset("tool_sft.yaml", samples=ROWS)
     assert report.problems == []
     assert report.sample_ids == [r["id"] for r in train]  # every training row is shown
@@ -96,7 +96,7 @@ def test_a_table_built_by_from_list_would_corrupt_these_rows_and_the_check_would
 
     tokenizer = tokenizers.load_tokenizer("Qwen2.5-1.5B-Instruct").tokenizer
     spec = load_spec("tool_sft.yaml")
-    train = prepare(spec.dataset, "sft").train
+    train = prepare(spec.dataset, "targets").train
     table = Dataset.from_list([{"tools": r["tools"]} for r in train])
     unified = tokenizer.apply_chat_template(
         train[0]["prompt"] + train[0]["completion"], tools=table[0]["tools"], tokenize=False

@@ -5,7 +5,8 @@ measured peak it was fitted to."""
 
 import pytest
 
-from posttrain.models.calibration import MEASUREMENTS, fits, fitted
+from posttrain.algorithms.kinds import algorithm_of
+from posttrain.models.calibration import MEASURED_TERMS, MEASUREMENTS, fits, fitted
 from posttrain.models.catalog import PRESETS, holds_reference, lora_params, memory_estimate_gb
 
 QWEN3_4B = PRESETS["Qwen3-4B"]
@@ -14,7 +15,7 @@ GB = 1e9
 
 def state_gb(kind: str = "grpo", lora: bool = False, **more) -> float:
     """The model state alone: no tokens, so no activations or KV cache; factor 1."""
-    return memory_estimate_gb(QWEN3_4B, lora, 0, 0, 0, kind, 1.0, **more)
+    return memory_estimate_gb(QWEN3_4B, lora, 0, 0, 0, algorithm_of(kind).step, 1.0, **more)
 
 
 def test_the_fitted_factor_reproduces_every_measured_peak_with_checkpointing():
@@ -28,7 +29,7 @@ def test_the_fitted_factor_reproduces_every_measured_peak_with_checkpointing():
             completion_tokens=m.completion_tokens,
             batch=m.batch,
             prompt_tokens=m.prompt_tokens,
-            kind=m.what,
+            terms=MEASURED_TERMS[m.what],
         )
         assert fit["need_gb"] == pytest.approx(m.peak_memory_gb, abs=0.05)
     assert 1.0 < fitted().allocator_factor < 1.5  # the allocator's overhead, not a fudge
@@ -67,7 +68,9 @@ def test_a_full_fine_tunes_kl_term_and_its_dpo_add_a_bf16_reference_and_lora_add
     assert state_gb("dpo") - state_gb("sft") == pytest.approx(2 * n / GB)
     assert state_gb("grpo", lora=True, beta=0.04) == state_gb("grpo", lora=True, beta=0.0)
     assert state_gb("dpo", lora=True) == state_gb("sft", lora=True)
-    assert holds_reference("grpo", False, 0.04) and not holds_reference("distill", False, 0.04)
+    grpo, distill = algorithm_of("grpo").step, algorithm_of("distill").step
+    assert holds_reference(grpo, False, 0.04) and not holds_reference(distill, False, 0.04)
+    assert holds_reference(algorithm_of("kto").step, False, 0.0)  # KTO's reference, as DPO's
 
 
 def test_a_distillation_teacher_is_counted_in_bf16():

@@ -42,7 +42,7 @@ def test_an_environment_needs_grpo_and_plans_with_a_note_on_multi_turn_cost(home
 
 def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_existed():
     plain = load_spec({"model": "tiny-local"})
-    # the dump of a spec before `environment`, `eval` and the preference and distillation
+    # the dump of a spec before `environment`, `eval` and the preference, distillation and KTO
     # fields existed: none of their keys in it
     old_fields = plain.model_dump(
         mode="json",
@@ -50,8 +50,8 @@ def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_exis
             "name": True,
             "environment": True,
             "eval": True,
-            "algorithm": {"dpo": True, "teacher": True},
-            "dataset": {"chosen_column": True, "rejected_column": True},
+            "algorithm": {"dpo": True, "teacher": True, "kto": True},
+            "dataset": {"chosen_column": True, "rejected_column": True, "label_column": True},
         },
     )
     canonical = json.dumps(old_fields, sort_keys=True, separators=(",", ":"))

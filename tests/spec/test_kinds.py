@@ -3,8 +3,9 @@ each kind's own settings are taken only with it."""
 
 import pytest
 
+from posttrain.algorithms.kinds import ALGORITHMS as KINDS
 from posttrain.core.errors import ConfigError
-from posttrain.spec.schema import KINDS, load_spec
+from posttrain.spec.schema import load_spec
 
 
 def test_a_kind_that_does_not_exist_lists_the_kinds_that_do():

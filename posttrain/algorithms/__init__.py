@@ -1,0 +1,1 @@
+"""One unit per algorithm kind and their registry (posttrain.algorithms.kinds)."""

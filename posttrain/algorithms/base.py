@@ -1,0 +1,89 @@
+"""What an algorithm is to posttrain: one frozen record per kind, holding every decision that
+depends on the kind, so the rest of the code asks the record and never compares kind names.
+
+A kind decides: the rows it trains on (`rows`, the shape posttrain.data.dataset gives them),
+whether it trains on a reward's scores (`rewarded`) and what else it takes (an environment,
+per-row tools, an SFT warm-start), its own spec section (`section`), its rules on the shared
+fields (`check`), its price and memory terms (`step`, `local_step_s`), what a dry run proves
+and cannot (`dry_proves`, `dry_cannot`), what plan says about it (`plan_note`) and how
+evaluate compares a trained model with its base (`headline_metric`).
+
+Its trainer builder lives on the GPU side (posttrain.gpu.trainer_registry), by the same name.
+A new kind is a module here and a line in posttrain.algorithms.kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from posttrain.data.dataset import Prepared, RowShape, check_columns, prepare
+from posttrain.models.catalog import StepTerms
+
+
+def _nothing(a: Any) -> None:
+    return None
+
+
+def _no_note(spec: Any) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str  # the spec's algorithm.kind
+    title: str  # how text names it: "GRPO", "SFT", "DPO", "distillation", "KTO"
+    summary: str  # what it trains on, one line (the spec's help and `posttrain --help`)
+    rows: RowShape
+    step: StepTerms  # what its step costs in time and memory (posttrain.models.catalog)
+    # Seconds a step on 2 CPU cores (bench/smoke.py): the tiny demo model and a stand-in.
+    local_step_s: dict[str, float]
+    headline_metric: str  # evaluate's verdict for a run without a reward of its own
+    dry_proves: str  # what the dry run's training steps showed, in its report
+    rewarded: bool = False  # trains on a reward's scores (a default reward is filled in)
+    takes_environment: bool = False  # multi-turn episodes in an environment
+    takes_tools_column: bool = False  # each row's own tool schemas in its prompt
+    takes_warmstart: bool = False  # an SFT pass on the targets first
+    # Its own section of `algorithm:` (e.g. `dpo:`), filled with its defaults, and the shared
+    # fields only this kind reads (e.g. `teacher`): any other kind refuses them.
+    section: tuple[str, type[BaseModel]] | None = None
+    own_fields: tuple[str, ...] = ()
+    dry_cannot: str | None = None  # what a random-weight stand-in cannot show for this kind
+    check: Callable[[Any], None] = _nothing  # its rules on the algorithm section (ValueError)
+    plan_note: Callable[[Any], str | None] = _no_note  # plan's word on this kind, if any
+    unoptimised_metrics: tuple[str, ...] = field(default=())
+    # Its own reading of a row, for shapes posttrain.data.dataset does not build itself
+    # (`labelled`), and the columns that reading needs beyond the prompt's.
+    shape_row: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    row_columns: Callable[[Any, list[dict[str, Any]]], list[str]] | None = None
+
+    def prepare(self, ds: Any) -> Prepared:
+        """The spec's rows filtered, split and shaped as this algorithm trains on them."""
+        return prepare(ds, self.rows, self.shape_row, self.row_columns)
+
+    def check_columns(
+        self, ds: Any, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()
+    ) -> list[str]:
+        """The rows' columns, after checking every column the spec, its reward (`extra`) and
+        this algorithm read is there."""
+        columns = check_columns(ds, rows, self.rows, extra)
+        if self.row_columns is not None and rows:
+            self.row_columns(ds, rows)
+        return columns
+
+    @property
+    def samples(self) -> bool:
+        """Whether a step samples answers from the policy (a KV cache; generation priced)."""
+        return self.step.samples
+
+    def kl(self, algorithm: Any) -> bool:
+        """Whether its loss holds a KL term to the reference at this spec's beta."""
+        return self.step.reference == "kl" and algorithm.beta > 0
+
+    def groups(self, algorithm: Any) -> int:
+        """The batch's rows that must stay on one GPU together (GRPO's generations of one
+        prompt): the batch divides among GPUs in whole groups."""
+        return algorithm.num_generations if self.rewarded else 1

@@ -1,0 +1,81 @@
+"""KTO: training on single answers marked good or bad (thumbs up or down, the feedback real
+products collect), through TRL's KTOTrainer (posttrain.gpu.kto_trainer). No pairs, no reward:
+desirable answers are made likelier than the reference finds them, undesirable ones less.
+With LoRA the reference is the base, adapter off."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from posttrain.algorithms.base import Algorithm
+from posttrain.models.catalog import StepTerms
+
+
+class KtoSpec(BaseModel):
+    """KTO's own settings (TRL's KTOConfig defaults). When one label far outnumbers the other,
+    TRL advises weights that keep desirable_weight x desirable rows over undesirable_weight x
+    undesirable rows between 1 and 4/3; `data check` says the values for your data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    beta: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.1, description="How far from the reference (the base, adapter off) the policy may go."
+    )
+    desirable_weight: Annotated[float, Field(gt=0, le=100)] = Field(
+        1.0, description="The loss weight of answers labelled good."
+    )
+    undesirable_weight: Annotated[float, Field(gt=0, le=100)] = Field(
+        1.0, description="The loss weight of answers labelled bad."
+    )
+
+
+def _check(a: Any) -> None:
+    if a.batch_size < 2:
+        raise ValueError(
+            "kind 'kto' needs algorithm.batch_size of at least 2: KTO estimates its KL term "
+            "from the batch's other rows (each answer under another row's prompt)"
+        )
+
+
+def _plan_note(spec: Any) -> str | None:
+    return (
+        "KTO trains on answers labelled good or bad, with no reward; evaluate compares the "
+        "trained and base models on held-out rows: good answers should grow likelier and bad "
+        "ones less likely (kto_margin, paired, with an interval). Run `posttrain data check` "
+        "first: it flags empty answers, labels it cannot read, one-sided data and an imbalance"
+    )
+
+
+KTO = Algorithm(
+    name="kto",
+    title="KTO",
+    summary="training on single answers labelled good or bad (thumbs up or down)",
+    rows="labelled",
+    # A forward and backward pass over the answers, the policy's forward pass over the KL
+    # batch (each answer under another prompt, no gradient) and the reference's over both:
+    # about twice an SFT step's compute; derived, not measured.
+    step=StepTerms(
+        "sft",
+        compute=2.0,
+        reference="always",
+        priced_note=(
+            "KTO is priced as 2.00x an SFT step of the same batch (the KL batch's and the "
+            "reference's forward passes beside the training pass), not measured itself"
+        ),
+    ),
+    local_step_s={"tiny": 0.2, "stand_in": 3.0},
+    headline_metric="kto_margin",
+    unoptimised_metrics=("reference_nll",),
+    dry_proves="every labelled answer trained on the tokens `data check` shows",
+    dry_cannot=(
+        "that the labels teach what you mean: a random-weight stand-in finds good and bad "
+        "answers equally likely, so its rewards and margins are noise; read the flags of "
+        "`data check` (empty answers, one-sided or imbalanced labels) and evaluate held-out "
+        "rows on the real model"
+    ),
+    section=("kto", KtoSpec),
+    check=_check,
+    plan_note=_plan_note,
+)
