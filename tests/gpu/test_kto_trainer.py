@@ -222,3 +222,91 @@ def test_an_unreadable_label_is_refused_by_the_trainer_naming_the_row(project, p
             kto_examples(job)
     finally:
         job.reporter.close()
+
+
+def test_answer_logliks_score_the_answer_tokens_kto_trains_on(parts):
+    """evaluate's arms against a straightforward computation: every position's logits, the
+    answer's tokens (after the rendered prompt, the end of turn included) averaged."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from posttrain.gpu.kto_likelihood import answer_logliks
+    from posttrain.gpu.kto_text import KtoRenderer
+
+    spec, rows, tokenizer, path = parts
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    kwargs = spec.model.template_kwargs()
+    got = answer_logliks(model, tokenizer, rows[:4], kwargs, batch=3)
+    for row, value in zip(rows[:4], got, strict=True):
+        ids = KtoRenderer(tokenizer, kwargs).encode_row(row)
+        whole = torch.tensor([ids.prompt_ids + ids.completion_ids])
+        with torch.inference_mode():
+            logp = torch.log_softmax(model(input_ids=whole).logits[0].float(), -1)
+        start = len(ids.prompt_ids)
+        picked = [logp[p - 1, whole[0, p]] for p in range(start, whole.size(1))]
+        assert value == pytest.approx(float(torch.stack(picked).mean()), abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("up", "down", "weights"),
+    [(90, 10, (1.0, 1.0)), (10, 30, (1.0, 1.0)), (10, 30, (3.5, 1.0)), (20, 4, (1.0, 5.0)),
+     (7, 5, (1.0, 1.0)), (50, 50, (1.0, 1.0))],
+)  # fmt: skip
+def test_the_imbalance_advice_is_trls_own_check(up, down, weights):
+    """The contract: TRL's KTOTrainer._prepare_dataset (its own code, on a word-level
+    tokenizer) warns exactly when `balancing` says the weights are out of range, with the
+    same ranges."""
+    import logging
+    import re
+    import types
+
+    from datasets import Dataset
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from trl import KTOConfig
+    from trl.trainer import kto_trainer as trl_kto
+
+    from posttrain.data.thumbs import balancing
+
+    words = Tokenizer(models.WordLevel({"?": 0, "a": 1, "b": 2, "</s>": 3}, unk_token="?"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=words, eos_token="</s>", pad_token="</s>")
+    args = KTOConfig(output_dir="/tmp/unused", use_cpu=True, bf16=False, max_length=None)
+    trainer = types.SimpleNamespace(  # the attributes _prepare_dataset reads of its trainer
+        calculate_KL=False, _tokenizer=tok, desirable_weight=weights[0],
+        undesirable_weight=weights[1],
+    )  # fmt: skip
+    rows = [{"prompt": "a", "completion": " b", "label": i < up} for i in range(up + down)]
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger(trl_kto.__name__)
+    logger.addHandler(handler)
+    try:
+        trl_kto.KTOTrainer._prepare_dataset(trainer, Dataset.from_list(rows), tok, args, "train")
+    finally:
+        logger.removeHandler(handler)
+    ours = balancing(up, down, *weights)
+    warned = [m for m in said if "ideal range" in m]
+    assert bool(warned) is not ours.in_range
+    if warned:
+        ranges = re.findall(r"\[([\d.]+), ([\d.]+)\]", warned[0])
+        assert [tuple(map(float, r)) for r in ranges] == [
+            ours.desirable_range,
+            ours.undesirable_range,
+        ]
+
+
+def test_data_check_renders_an_empty_answer_and_flags_it_by_row(parts):
+    from posttrain.gpu.kto_check import check_feedback, shown
+
+    spec, rows, tokenizer, _ = parts
+    emptied = [{**rows[1], "completion": [{"role": "assistant", "content": ""}]}, *rows[2:]]
+    samples, problems, tokens = check_feedback(
+        emptied, [], tokenizer, spec.model.template_kwargs(), 80, 2, "rating"
+    )
+    [flag] = [p for p in problems if "empty answer" in p]
+    assert flag.startswith(f"1 of {len(emptied)} rows") and repr(rows[1]["id"]) in flag
+    assert samples[0].completion == "<|im_end|>\n"  # the end of turn alone is trained
+    assert "--- answer ⟦desirable 👍⟧ (2 tokens) ---" in shown(samples[0])
+    assert len(tokens["prompt"]) == len(emptied)
