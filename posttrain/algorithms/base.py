@@ -8,7 +8,7 @@ fields (`check`), its price and memory terms (`step`, `local_step_s`), what a dr
 and cannot (`dry_proves`, `dry_cannot`), what plan says about it (`plan_note`) and how
 evaluate compares a trained model with its base (`headline_metric`).
 
-Its trainer builder lives on the GPU side (posttrain.gpu.trainer_registry), by the same name.
+Its trainer builder lives on the GPU side, in a module of its own named in posttrain.gpu.phases.
 A new kind is a module here and a line in posttrain.algorithms.kinds.
 """
 

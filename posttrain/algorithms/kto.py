@@ -5,45 +5,36 @@ With LoRA the reference is the base, adapter off."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from posttrain.algorithms.base import Algorithm
+from posttrain.data.kto_rows import kto_columns, kto_row
+from posttrain.data.kto_settings import KtoSpec
 from posttrain.models.catalog import StepTerms
 
 
-class KtoSpec(BaseModel):
-    """KTO's own settings (TRL's KTOConfig defaults). When one label far outnumbers the other,
-    TRL advises weights that keep desirable_weight x desirable rows over undesirable_weight x
-    undesirable rows between 1 and 4/3; `data check` says the values for your data."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    beta: Annotated[float, Field(gt=0, le=10)] = Field(
-        0.1, description="How far from the reference (the base, adapter off) the policy may go."
-    )
-    desirable_weight: Annotated[float, Field(gt=0, le=100)] = Field(
-        1.0, description="The loss weight of answers labelled good."
-    )
-    undesirable_weight: Annotated[float, Field(gt=0, le=100)] = Field(
-        1.0, description="The loss weight of answers labelled bad."
-    )
-
-
 def _check(a: Any) -> None:
-    if a.batch_size < 2:
+    if a.kto.estimates_kl and a.batch_size < 2:
         raise ValueError(
             "kind 'kto' needs algorithm.batch_size of at least 2: KTO estimates its KL term "
-            "from the batch's other rows (each answer under another row's prompt)"
+            "from the batch's other rows (each answer under another row's prompt); or set "
+            "algorithm.kto.loss_type: apo_zero_unpaired (no KL term)"
         )
+
+
+def _shape_row(row: dict[str, Any], ds: Any) -> dict[str, Any]:
+    return kto_row(row, ds, ds.label)
+
+
+def _row_columns(ds: Any, rows: list[dict[str, Any]]) -> list[str]:
+    return kto_columns(ds, rows, ds.label)
 
 
 def _plan_note(spec: Any) -> str | None:
     return (
         "KTO trains on answers labelled good or bad, with no reward; evaluate compares the "
         "trained and base models on held-out rows: good answers should grow likelier and bad "
-        "ones less likely (kto_margin, paired, with an interval). Run `posttrain data check` "
+        "ones less likely (feedback_loglik, paired, with an interval). Run `posttrain data check` "
         "first: it flags empty answers, labels it cannot read, one-sided data and an imbalance"
     )
 
@@ -66,7 +57,7 @@ KTO = Algorithm(
         ),
     ),
     local_step_s={"tiny": 0.2, "stand_in": 3.0},
-    headline_metric="kto_margin",
+    headline_metric="feedback_loglik",
     unoptimised_metrics=("reference_nll",),
     dry_proves="every labelled answer trained on the tokens `data check` shows",
     dry_cannot=(
@@ -78,4 +69,6 @@ KTO = Algorithm(
     section=("kto", KtoSpec),
     check=_check,
     plan_note=_plan_note,
+    shape_row=_shape_row,
+    row_columns=_row_columns,
 )

@@ -16,6 +16,7 @@ from rich.table import Table
 from typer._click.exceptions import UsageError  # typer 0.29 vendors click: its own errors
 from typer.core import TyperGroup, TyperOption
 
+from posttrain.algorithms.kinds import titles
 from posttrain.cli.common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
 from posttrain.cli.demo import register_demo
 from posttrain.cli.lifecycle import register as register_lifecycle
@@ -75,7 +76,7 @@ app = typer.Typer(
     epilog="The lifecycle: plan SPEC; data check SPEC; reward check REWARD --spec SPEC; smoke "
     "SPEC (a free dry run); launch SPEC (a human approves the cost); run get|logs|trace ID; "
     "eval ID; run cancel ID.",
-    help="Post-train language models carefully (GRPO, SFT, LoRA): check the data and the "
+    help=f"Post-train language models carefully ({titles()}, with LoRA): check the data and the "
     "reward, dry-run, launch, watch, evaluate. Qwen3 and Qwen2.5 presets or hub ids, "
     "SmolLM2-135M-Instruct (ships with the package, trains on a CPU), a local model folder or "
     ".gguf file, and tiny-local for the demo.",

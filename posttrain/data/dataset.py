@@ -282,7 +282,7 @@ def messages_in(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def _answer(value: Any, column: str, where: str) -> list[dict[str, Any]]:
+def answer_turn(value: Any, column: str, where: str) -> list[dict[str, Any]]:
     given = messages_in(value)
     if given is not None:
         messages = canonical_messages(given, f"{where}: column '{column}'")
@@ -359,8 +359,8 @@ def _pair(row: dict[str, Any], ds: DatasetSpec) -> dict[str, Any]:
         **base,
         "prompt_text": text,
         "prompt": prompt,
-        "chosen": _answer(answers[0], chosen, where),
-        "rejected": _answer(answers[1], rejected, where),
+        "chosen": answer_turn(answers[0], chosen, where),
+        "rejected": answer_turn(answers[1], rejected, where),
     }
     shaped["reference"] = as_text(shaped["chosen"][-1]["content"]) or ""
     if ds.tools_column:

@@ -15,7 +15,7 @@ from posttrain.gpu.ranks import rank
 from posttrain.gpu.reporter import Reporter, TracingReward
 from posttrain.runs.layout import SAVING
 
-# Trainer log keys -> our metric names (TRL GRPO, SFT and DPO).
+# Trainer log keys -> our metric names (TRL's GRPO, SFT, DPO, KTO and distillation trainers).
 METRIC_KEYS = {
     "reward": "reward",
     "reward_std": "reward_std",
@@ -33,6 +33,9 @@ METRIC_KEYS = {
     "rewards/accuracies": "preference_accuracy",
     "logps/chosen": "logp_chosen",
     "logps/rejected": "logp_rejected",
+    # KTO: the implicit reward of the batch's answers labelled good and bad (DPO: chosen, rejected)
+    "rewards/chosen": "reward_chosen",
+    "rewards/rejected": "reward_rejected",
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posttrain.algorithms.kinds import algorithm_of
+from posttrain.algorithms.kinds import algorithm_of, titles
 
 # CPU sizes: the 151k-wide logits dominate a step of the 10M-parameter stand-in, so a GRPO
 # step costs ~1 s per completion on 2 cores (bench/smoke.py): 2 prompts x 2 generations of
@@ -38,7 +38,8 @@ PROVES = [
     "your data file, columns, filters and holdout split load, and every prompt renders "
     "through the model's real chat template and fits max_prompt_length in real tokens",
     "your reward loads and scores real completions of the real tokenizer, without error",
-    "the algorithm (GRPO, SFT or DPO, LoRA as given, warm-start if any) runs its proof step and "
+    f"the algorithm ({titles().replace(' and ', ' or ')}, LoRA as given, warm-start if any) runs "
+    "its proof step and "
     "the smoke steps on the family's architecture",
     "a checkpoint saves and a fresh trainer resumes from it",
     "evaluate's generation path samples held-out prompts from the base and the trained arm",

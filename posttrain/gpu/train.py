@@ -1,4 +1,5 @@
-"""The training entrypoint: `train(spec, run_dir)` runs GRPO or SFT with TRL and peft LoRA.
+"""The training entrypoint: `train(spec, run_dir)` runs the spec's algorithm (posttrain.algorithms;
+its trainer named in posttrain.gpu.phases) with TRL and peft LoRA.
 
 The same function runs in a local subprocess (`python -m posttrain.gpu.train RUN_DIR`) and
 inside the Modal function: CUDA with bf16 when a GPU is present, the CPU otherwise. It

@@ -25,6 +25,7 @@ from mcp.server.mcpserver import (
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from posttrain.algorithms.kinds import titles
 from posttrain.core.paths import confine_spec_source
 from posttrain.core.secrets import mask_log_records
 from posttrain.runs.context import Context as RunContext
@@ -63,7 +64,7 @@ log = logging.getLogger("posttrain.server")
 
 T = TypeVar("T")
 
-INSTRUCTIONS = """posttrain post-trains Qwen models (SFT, DPO or GRPO, LoRA) for you, carefully.
+INSTRUCTIONS = f"""posttrain post-trains Qwen models ({titles()}, with LoRA) for you, carefully.
 Lifecycle: plan -> check_dataset -> check_reward -> smoke_run (free, local) -> read get_run and
 sample_traces -> launch (costs money: your human approves it) -> poll get_run, tail_logs,
 sample_traces -> evaluate (a job: poll get_job). A status request never authorises a

@@ -120,6 +120,8 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
     tokenizer, tokenizer_name = load_tokenizer_for(spec)
     if algorithm.rows == "pairs":
         return _preference_report(spec, raw, data, tokenizer, tokenizer_name, samples)
+    if algorithm.rows == "labelled":
+        return _feedback_report(spec, raw, data, tokenizer, tokenizer_name, samples)
     kwargs = spec.model.template_kwargs()
     rows = data.train + data.holdout
     sft = None
@@ -245,4 +247,44 @@ def _preference_report(
         reference_tokens=percentiles(tokens["chosen"]) if tokens["chosen"] else None,
         problems=problems[:MAX_PROBLEMS],
         pairs=[p.model_dump() for p in pairs],
+    )
+
+
+def _feedback_report(
+    spec: RunSpec,
+    raw: list[dict[str, Any]],
+    data: Any,
+    tokenizer: Any,
+    tokenizer_name: str,
+    samples: int,
+) -> DatasetReport:
+    """KTO: each answer with its rater's verdict, rendered as the trainer reads it, and the
+    flags of feedback data (empty answers and unreadable labels by row, one-sided data, an
+    imbalance with the weights that balance it)."""
+    from posttrain.gpu.kto_check import check_feedback, shown
+
+    a = spec.algorithm
+    rows, problems, tokens = check_feedback(
+        data.train,
+        data.holdout,
+        tokenizer,
+        spec.model.template_kwargs(),
+        a.max_prompt_length + a.max_completion_length,
+        samples,
+        spec.dataset.label,
+        a.kto,
+    )
+    whole = [p + c for p, c in zip(tokens["prompt"], tokens["completion"], strict=True)]
+    return DatasetReport(
+        **_counts(spec, raw, data),
+        samples=[shown(r) for r in rows],
+        sample_ids=[r.id for r in rows],
+        loss="KTO: each answer's log-likelihood against the reference's (the base, its "
+        "adapter off), raised for answers labelled good and lowered for those labelled bad "
+        "(the prompt carries none)",
+        tokenizer=tokenizer_name,
+        prompt_tokens=percentiles(tokens["prompt"]),
+        sequence_tokens=percentiles(whole) if whole else None,
+        reference_tokens=percentiles(tokens["completion"]) if tokens["completion"] else None,
+        problems=problems[:MAX_PROBLEMS],
     )
