@@ -31,6 +31,7 @@ from posttrain.evals.episode_metrics import (
     episode_metrics,
     example_text,
 )
+from posttrain.evals.kto_metrics import feedback_metrics
 from posttrain.evals.metrics import (
     DIRECTIONLESS,
     MetricResult,
@@ -230,6 +231,7 @@ def evaluate_runs(
         "references": None if episodic else [t.get("reference") for t in tasks],
         "rows": tasks if episodic else None,  # reset(**row) of each held-out episode
         "pairs": _pairs(tasks) if algorithm_of(spec).rows == "pairs" else None,
+        "feedback": _feedback(tasks) if algorithm_of(spec).rows == "labelled" else None,
         "k": k,
         "trained_seed": seeds["trained"],
         "max_new_tokens": spec.algorithm.max_completion_length,
@@ -308,10 +310,15 @@ def evaluate_runs(
             unoptimised.insert(0, judge_result)
     nll = _nll_metric(outs, seed)
     preference = _preference_metrics(outs, seed)
+    labels = [bool(t["label"]) for t in tasks] if any(o.get("logliks") for o in outs) else []
+    feedback = feedback_metrics(outs, labels, seed) if labels else None
     if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
         accuracy, margin = preference
         metrics = [accuracy]
         unoptimised = [margin, *([nll] if nll is not None else []), *unoptimised]
+    elif feedback is not None:  # KTO: 👍 answers likelier, 👎 ones less likely, paired by row
+        metrics = [feedback[0]]
+        unoptimised = [*feedback[1:], *([nll] if nll is not None else []), *unoptimised]
     elif reward is None and not episodic:
         if nll is None:
             raise ConfigError(
@@ -545,6 +552,19 @@ def _pairs(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             f"(e.g. {missing[:3]}): its holdout was written before DPO was built; launch it again"
         )
     return [{k: t[k] for k in ("prompt", "chosen", "rejected", "tools") if k in t} for t in tasks]
+
+
+def _feedback(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The held-out rows of a KTO run, as the trainer rendered them (prompt and answer as
+    messages, the rater's verdict, tools where the row has them)."""
+    unread = [t.get("id") for t in tasks if not isinstance(t.get("label"), bool)]
+    if unread:
+        raise ConfigError(
+            f"{len(unread)} held-out rows of this KTO run have no readable label (e.g. "
+            f"{unread[:3]}): `posttrain data check` names them; fix them and launch again"
+        )
+    keys = ("prompt", "completion", "label", "tools")
+    return [{k: t[k] for k in keys if k in t} for t in tasks]
 
 
 def _preference_metrics(

@@ -49,9 +49,10 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     job: prompts (chat messages), tools (each prompt's tool schemas, or None), k (samples per
     prompt), base_seeds, trained_seed, max_new_tokens, temperature, template_kwargs, and
     references (optional: their NLL under each arm), pairs (optional, DPO: each held-out
-    preference pair, its margin under each arm). Returns {"base": [pass][prompt][k],
-    "trained": [prompt][k], "nll": {"base": [prompt], "trained": [prompt]} or None,
-    "margins": the same shape or None}. The base
+    preference pair, its margin under each arm), feedback (optional, KTO: each held-out
+    answer with its verdict, its mean token log-likelihood under each arm). Returns
+    {"base": [pass][prompt][k], "trained": [prompt][k], "nll": {"base": [prompt], "trained":
+    [prompt]} or None, "margins" and "logliks": the same shape or None}. The base
     passes run before the adapter is attached, so they can never see it (peft wraps the model
     in place).
     """
@@ -91,6 +92,13 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
             tools=job.get("tools"),
         )
 
+    def logliks(m: Any) -> list[float] | None:
+        if not job.get("feedback"):
+            return None
+        from posttrain.gpu.kto_likelihood import answer_logliks
+
+        return answer_logliks(m, tokenizer, job["feedback"], settings["template_kwargs"])
+
     def margins(m: Any) -> list[float] | None:
         if not job.get("pairs"):
             return None
@@ -99,6 +107,7 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
     base = [one_pass(model, seed) for seed in job["base_seeds"]]
     base_nll = nll(model)
     base_margins = margins(model)
+    base_logliks = logliks(model)
     if is_adapter:
         from peft import PeftModel
 
@@ -119,6 +128,11 @@ def generate_job(root: Any, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
         "margins": (
             {"base": base_margins, "trained": margins(trained_model)}
             if base_margins is not None
+            else None
+        ),
+        "logliks": (
+            {"base": base_logliks, "trained": logliks(trained_model)}
+            if base_logliks is not None
             else None
         ),
     }
