@@ -231,7 +231,7 @@ def _preference_report(
     tokenizer_name: str,
     samples: int,
 ) -> DatasetReport:
-    from posttrain.tools.pair_check import check_pairs, shown
+    from posttrain.gpu.pair_check import check_pairs, shown
 
     pairs, problems, tokens = check_pairs(spec, data, tokenizer, samples)
     longer = [p + max(c, r) for p, c, r in zip(*tokens.values(), strict=True)]
