@@ -363,3 +363,43 @@ def pytest_runtest_protocol(item, nextitem):
     own, kids, wall = (b - a for a, b in zip(before, after, strict=True))
     with open(path, "a", encoding="utf-8") as log:
         log.write(f"{item.nodeid}\t{own:.2f}\t{kids:.2f}\t{wall:.2f}\n")
+
+
+@contextlib.contextmanager
+def trained_run(tmp_path_factory, rows: list[dict], spec: dict, name: str = "rows.jsonl"):
+    """A run launched in its own home on `rows` (written there as `name`, the spec's
+    dataset.path): yields (home, run_id) once it has succeeded; its processes are killed
+    after."""
+    from posttrain.tools.launch import launch
+
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("home")
+        mp.setenv("POSTTRAIN_HOME", str(home))
+        data = home / name
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        spec = {**spec, "dataset": {**spec["dataset"], "path": str(data)}}
+        run_id = launch(spec).run_id
+        detail = wait_finished(run_id, 300)
+        assert detail.status == "succeeded", detail.cause
+        try:
+            yield home, run_id
+        finally:
+            kill_leftover_runs(home)
+
+
+def answer_logps(model, tokenizer, prompt: list[dict], answer: list[dict]) -> list[float]:
+    """Each answer token's log-likelihood after the prompt, by plain transformers: the oracle
+    the evaluations' likelihoods are checked against."""
+    import torch
+
+    def ids(messages, **kw):
+        return tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **kw)[
+            "input_ids"
+        ]
+
+    head = ids(prompt, add_generation_prompt=True)
+    full = ids([*prompt, *answer])
+    start = next((i for i, (a, b) in enumerate(zip(head, full, strict=False)) if a != b), len(head))
+    with torch.inference_mode():
+        scores = model(torch.tensor([full])).logits[0].float().log_softmax(-1)
+    return [float(scores[i - 1, full[i]]) for i in range(start, len(full))]

@@ -20,6 +20,17 @@ TINY_RUN: dict[str, Any] = {
     },
 }
 
+# A full fine-tune of the tiny model small enough for a CPU, yet one that moves its
+# likelihoods: the preference kinds' evaluations train it.
+SMALL_FULL_RUN: dict[str, Any] = {
+    "lora": None,
+    "steps": 8,
+    "batch_size": 8,
+    "learning_rate": 5e-4,
+    "max_completion_length": 24,
+    "save_every": 0,
+}
+
 EVAL_RUN: dict[str, Any] = {  # a warm-started run with enough held-out tasks to evaluate
     "dataset": {
         "builtin": "rhyme-gym",
@@ -62,3 +73,19 @@ SMOKE_SPEC = {
         "traces": {"samples": 3},
     },
 }
+
+
+def feedback_spec(path: str = "feedback.jsonl", **algorithm: Any) -> dict[str, Any]:
+    """KTO on a support bot's thumbs-up/down export, in the product's own column names
+    (`question`, `bot_reply`, `rating`), on a Qwen3 stand-in's family."""
+    return {
+        "model": "Qwen3-0.6B",
+        "dataset": {
+            "path": path,
+            "prompt_column": "question",
+            "response_column": "bot_reply",
+            "label_column": "rating",
+            **algorithm.pop("dataset", {}),
+        },
+        "algorithm": {"kind": "kto", **algorithm},
+    }

@@ -3,11 +3,11 @@ DPOTrainer (posttrain.gpu.dpo_trainer); with LoRA the reference is the base, ada
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.algorithms.base import Algorithm
+from posttrain.algorithms.algorithm import Algorithm
 from posttrain.models.catalog import StepTerms
 
 DPO_LOSSES = ("sigmoid", "ipo", "hinge", "robust", "sigmoid_norm", "apo_zero", "apo_down")
@@ -33,14 +33,13 @@ SEQUENCES = 2
 REFERENCE_FORWARD_SHARE = 1 / 3
 
 
-def _plan_note(spec: Any) -> str | None:
-    return (
-        "DPO trains on the pairs, with no reward; evaluate compares the trained and base "
-        "models by held-out preference accuracy (the share of held-out pairs whose chosen "
-        "answer each finds likelier), beside the chosen answers' likelihood "
-        "(reference_nll: a rise is DPO's known failure). Run `posttrain data check` first: "
-        "it flags identical, contradicting and cut-off pairs and a length bias"
-    )
+PLAN_WORDS = (
+    "DPO trains on the pairs, with no reward; evaluate compares the trained and base "
+    "models by held-out preference accuracy (the share of held-out pairs whose chosen "
+    "answer each finds likelier), beside the chosen answers' likelihood "
+    "(reference_nll: a rise is DPO's known failure). Run `posttrain data check` first: "
+    "it flags identical, contradicting and cut-off pairs and a length bias"
+)
 
 
 DPO = Algorithm(
@@ -72,5 +71,7 @@ DPO = Algorithm(
         "preference accuracy on the real model"
     ),
     section=("dpo", DpoSpec),
-    plan_note=_plan_note,
+    plan_words=PLAN_WORDS,
+    loss_words="DPO: the loss compares the chosen and the rejected answer's log-likelihood "
+    "(the prompt carries none); reference: the base model, its adapter off",
 )

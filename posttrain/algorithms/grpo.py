@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.algorithms.base import Algorithm
+from posttrain.algorithms.algorithm import Algorithm
 from posttrain.models.catalog import StepTerms
 
 

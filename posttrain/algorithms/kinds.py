@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from posttrain.algorithms.base import Algorithm
+from posttrain.algorithms.algorithm import Algorithm
 from posttrain.algorithms.distill import DISTILL
 from posttrain.algorithms.dpo import DPO
 from posttrain.algorithms.grpo import GRPO

@@ -7,19 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.algorithms.base import Algorithm
+from posttrain.algorithms.algorithm import Algorithm
 from posttrain.data.kto_rows import kto_columns, kto_row
 from posttrain.data.kto_settings import KtoSpec
 from posttrain.models.catalog import StepTerms
 
 
-def _check(a: Any) -> None:
-    if a.kto.estimates_kl and a.batch_size < 2:
-        raise ValueError(
-            "kind 'kto' needs algorithm.batch_size of at least 2: KTO estimates its KL term "
-            "from the batch's other rows (each answer under another row's prompt); or set "
-            "algorithm.kto.loss_type: apo_zero_unpaired (no KL term)"
-        )
+def _per_gpu_floor(a: Any) -> tuple[int, str]:
+    if not a.kto.estimates_kl:
+        return 1, ""
+    return 2, (
+        "KTO's loss estimates its reference point from the other answers in a GPU's batch: "
+        "give each GPU 2 rows or more (batch_size >= 2 x GPUs), or set "
+        "algorithm.kto.loss_type: apo_zero_unpaired (no KL term)"
+    )
 
 
 def _shape_row(row: dict[str, Any], ds: Any) -> dict[str, Any]:
@@ -30,13 +31,12 @@ def _row_columns(ds: Any, rows: list[dict[str, Any]]) -> list[str]:
     return kto_columns(ds, rows, ds.label)
 
 
-def _plan_note(spec: Any) -> str | None:
-    return (
-        "KTO trains on answers labelled good or bad, with no reward; evaluate compares the "
-        "trained and base models on held-out rows: good answers should grow likelier and bad "
-        "ones less likely (feedback_loglik, paired, with an interval). Run `posttrain data check` "
-        "first: it flags empty answers, labels it cannot read, one-sided data and an imbalance"
-    )
+PLAN_WORDS = (
+    "KTO trains on answers labelled good or bad, with no reward; evaluate compares the "
+    "trained and base models on held-out rows: good answers should grow likelier and bad "
+    "ones less likely (feedback_loglik, paired, with an interval). Run `posttrain data check` "
+    "first: it flags empty answers, labels it cannot read, one-sided data and an imbalance"
+)
 
 
 KTO = Algorithm(
@@ -67,8 +67,11 @@ KTO = Algorithm(
         "rows on the real model"
     ),
     section=("kto", KtoSpec),
-    check=_check,
-    plan_note=_plan_note,
+    per_gpu_floor=_per_gpu_floor,
+    plan_words=PLAN_WORDS,
+    loss_words="KTO: each answer's log-likelihood against the reference's (the base, its "
+    "adapter off), raised for answers labelled good and lowered for those labelled bad "
+    "(the prompt carries none)",
     shape_row=_shape_row,
     row_columns=_row_columns,
 )

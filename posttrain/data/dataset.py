@@ -190,7 +190,7 @@ def check_columns(
     ds: DatasetSpec, rows: list[dict[str, Any]], shape: RowShape, extra: tuple[str, ...] = ()
 ) -> list[str]:
     """The rows' columns, after checking every column the spec (and reward) uses is there.
-    `shape`: what the algorithm trains on (posttrain.algorithms.base.RowShape)."""
+    `shape`: what the algorithm trains on (posttrain.algorithms.algorithm.RowShape)."""
     columns = sorted({k for r in rows[:100] for k in r})
     needed = ds.columns_used() + list(extra)
     if shape == "targets" and not ds.messages_column and ds.target_column:

@@ -9,15 +9,12 @@ what it has resolved: the training and held-out rows, the tokenizer, the templat
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from posttrain.core.sampling import spread
 from posttrain.data.kto_rows import kto_flags
 from posttrain.data.kto_settings import KtoSpec
-from posttrain.gpu.kto_text import VERDICT, KtoIds, KtoRenderer, KtoText
-
-LENGTH_SAMPLE = 5000  # rows whose tokens are counted (and checked for truncation)
+from posttrain.gpu.kto_text import VERDICT, KtoRenderer, KtoText
+from posttrain.gpu.render_check import encode_sample, prompts_over
 
 
 class FeedbackSample(KtoText):
@@ -49,40 +46,11 @@ def check_feedback(
     sample's token counts. `max_length` is max_prompt_length + max_completion_length."""
     render = KtoRenderer(tokenizer, template_kwargs)
     rows = train + holdout
-    encoded: dict[str, KtoIds] = {}
-    unrenderable: dict[str, str] = {}
-    for i in spread(len(rows), LENGTH_SAMPLE):
-        row = rows[i]
-        if not isinstance(row.get("label"), bool):
-            continue  # flagged below with its value (posttrain.data.thumbs)
-        try:
-            encoded[row["id"]] = render.encode_row(row)
-        except Exception as exc:  # jinja and template errors come in many types
-            unrenderable[row["id"]] = f"row {row['id']!r}: {type(exc).__name__}: {exc}"
-    counted = [r for r in rows if r["id"] in encoded]
-    problems = []
-    if unrenderable:
-        reasons = "; ".join(list(unrenderable.values())[:3])
-        problems.append(
-            f"{len(unrenderable)} rows do not render through the chat template (the trainer "
-            f"refuses them): {reasons}; fix those rows or drop them with dataset.filters"
-        )
-    empty = [r["id"] for r in rows if not str(r.get("prompt_text") or "").strip()]
-    if empty:
-        problems.append(f"{len(empty)} rows have an empty prompt (ids {empty[:5]})")
-    repeated = [i for i, n in Counter(r["id"] for r in rows).items() if n > 1]
-    if repeated:
-        problems.append(
-            f"{len(repeated)} ids are not unique (e.g. {repeated[0]!r}): the holdout split "
-            f"and decontamination key on ids"
-        )
-    over = [r for r in counted if len(encoded[r["id"]].prompt_ids) >= max_length]
-    if over:
-        problems.append(
-            f"{len(over)} of {len(counted)} rows have a prompt of {max_length} tokens or more "
-            f"(max_prompt_length + max_completion_length): the trainer drops them; raise "
-            f"algorithm.max_prompt_length"
-        )
+    encoded, counted, problems = encode_sample(
+        rows, render.encode_row, "rows", skip=lambda row: not isinstance(row.get("label"), bool)
+    )  # a label that cannot be read is flagged below with its value (posttrain.data.thumbs)
+    over, too_long = prompts_over(counted, encoded, max_length, "rows")
+    problems += too_long
     dropped = {r["id"] for r in over}
     cut = [r for r in counted if r["id"] not in dropped and encoded[r["id"]].cut_off(max_length)]
     if cut:

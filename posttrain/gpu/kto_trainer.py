@@ -22,21 +22,15 @@ from typing import Any
 from posttrain.core.errors import ConfigError
 from posttrain.data.kto_settings import KtoSpec
 from posttrain.data.thumbs import ACCEPTED
-from posttrain.gpu.callback import ReportingCallback
 from posttrain.gpu.kto_text import KtoRenderer, decode_kto
+from posttrain.gpu.pretokenized import encoded_examples, pretokenized_trainer, reference_words
 from posttrain.gpu.ranks import device_batch
-from posttrain.gpu.reporter import ROW, trace_steps
 from posttrain.gpu.trainers import (
     Job,
     common_config,
-    held_out,
-    lora_config,
     sft_max_length,
-    silence_printer,
-    trace_samples,
 )
 
-TRAINED_SHOWN = 3  # rows whose decoded tokens each trace carries
 NAMED = 5  # rows an error names
 
 
@@ -57,16 +51,7 @@ def kto_examples(job: Job) -> list[dict[str, Any]]:
             f"check` lists them)"
         )
     render = KtoRenderer(job.tokenizer, job.spec.model.template_kwargs())
-    examples = []
-    for i, row in enumerate(job.rows):
-        try:
-            ids = render.encode_row(row)
-        except Exception as exc:  # jinja and template errors come in many types
-            raise ConfigError(
-                f"row {row.get('id')!r} does not render through the chat template "
-                f"({type(exc).__name__}: {exc}); `posttrain data check` lists such rows"
-            ) from None
-        examples.append({**ids.as_example(), ROW: i})
+    examples = encoded_examples(job, render.encode_row)
     random.Random(job.spec.algorithm.seed).shuffle(examples)
     return examples
 
@@ -92,7 +77,6 @@ def kto_batch(job: Job, kto: KtoSpec) -> int:
 def kto_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = True) -> Any:
     """TRL's KTOTrainer on the rows' own token ids and labels, with posttrain's callbacks; not
     trained."""
-    from datasets import Dataset
     from trl import KTOConfig, KTOTrainer
 
     class PretokenizedKTOTrainer(KTOTrainer):
@@ -125,58 +109,14 @@ def kto_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = T
         loss_type=kto.loss_type,
         **common_config(job, a.steps, save=True),
     )
-    steps_to_trace = trace_steps(a.traces, a.steps)
-    traced: list[int] = []
-    trained: list[str | None] = []
-
-    def trace_step(step: int) -> None:
-        if step in steps_to_trace:
-            picked = [job.rows[i] for i in traced]
-            trace_samples(job, trainer.model, picked, step, "train", trained)
-
-    callback = ReportingCallback(job.reporter, "train", on_step=trace_step, proof=proof)
-    trainer = PretokenizedKTOTrainer(
-        model=job.model_path,
-        args=config,
-        train_dataset=Dataset.from_list(examples),
-        processing_class=job.tokenizer,
-        peft_config=lora_config(spec) if a.lora else None,
-        callbacks=[callback, *held_out(job, "train"), *extra_callbacks],
+    trainer, kept = pretokenized_trainer(
+        job, PretokenizedKTOTrainer, config, examples, "row", shown_row, extra_callbacks, proof
     )
-    job.device.hold_reference_frozen(trainer)  # a full fine-tune's copy: TRL loaded it in fp32
-    silence_printer(trainer)
-    kept = trainer.train_dataset
-    if len(kept) < len(examples):
-        job.reporter.log(
-            f"dropped {len(examples) - len(kept)} rows whose prompt fills max_length={limit}",
-            level="warning",
-        )
-    if not len(kept):
-        raise ConfigError(
-            f"every row's prompt is {limit} tokens or longer (max_prompt_length + "
-            f"max_completion_length): raise algorithm.max_prompt_length"
-        )
-    # traces show the trainer's own examples of their rows, decoded: prompt, verdict, answer
-    first = [kept[i] for i in range(min(a.traces.samples, TRAINED_SHOWN, len(kept)))]
-    traced[:] = [e[ROW] for e in first]
-    trained[:] = [shown_row(job.tokenizer, e) for e in first]
     up = sum(bool(v) for v in kept["label"])
-    lora = "LoRA, reference: the base with the adapter off" if a.lora else "full, reference: a copy"
+    lora = reference_words(a.lora is not None)
     job.reporter.log(
         f"train KTO ({kto.loss_type}, beta {kto.beta}, weights {kto.desirable_weight:g} 👍 / "
         f"{kto.undesirable_weight:g} 👎, {lora}): {len(kept)} rows ({up} desirable, "
         f"{len(kept) - up} undesirable), max_length {limit}"
     )
-    return trainer
-
-
-def run_kto(
-    job: Job,
-    resume: str | None = None,
-    extra_callbacks: tuple[Any, ...] = (),
-    proof: bool = True,
-) -> Any:
-    """KTO on the rows' thumbs-up/down answers; returns the trainer."""
-    trainer = kto_trainer(job, extra_callbacks, proof)
-    trainer.train(resume_from_checkpoint=resume)
     return trainer

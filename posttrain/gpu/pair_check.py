@@ -4,16 +4,13 @@ template, with token counts), and the flags of posttrain.data.preference."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from posttrain.core.sampling import spread
 from posttrain.data.dataset import Prepared
 from posttrain.data.preference import pair_flags
-from posttrain.gpu.pair_text import PairIds, PairRenderer, PairText
+from posttrain.gpu.pair_text import PairRenderer, PairText
+from posttrain.gpu.render_check import encode_sample, prompts_over
 from posttrain.spec.schema import RunSpec
-
-LENGTH_SAMPLE = 5000  # pairs whose tokens are counted (and checked for truncation)
 
 
 class PairSample(PairText):
@@ -40,42 +37,12 @@ def check_pairs(
     limit = a.max_prompt_length + a.max_completion_length
     render = PairRenderer(tokenizer, spec.model.template_kwargs())
     rows = data.train + data.holdout
-    encoded: dict[str, PairIds] = {}
-    unrenderable: dict[str, str] = {}
-    for i in spread(len(rows), LENGTH_SAMPLE):
-        row = rows[i]
-        try:
-            encoded[row["id"]] = render.encode(row)
-        except Exception as exc:  # jinja and template errors come in many types
-            unrenderable[row["id"]] = f"row {row['id']!r}: {type(exc).__name__}: {exc}"
-    counted = [r for r in rows if r["id"] in encoded]
+    encoded, counted, problems = encode_sample(rows, render.encode, "pairs")
     lengths = [
         (len(encoded[r["id"]].chosen_ids), len(encoded[r["id"]].rejected_ids)) for r in counted
     ]
     cut = [r for r in counted if encoded[r["id"]].cut_off(limit)]
-    problems = []
-    if unrenderable:
-        reasons = "; ".join(list(unrenderable.values())[:3])
-        problems.append(
-            f"{len(unrenderable)} pairs do not render through the chat template (the trainer "
-            f"refuses them): {reasons}; fix those rows or drop them with dataset.filters"
-        )
-    empty = [r["id"] for r in rows if not str(r.get("prompt_text") or "").strip()]
-    if empty:
-        problems.append(f"{len(empty)} pairs have an empty prompt (ids {empty[:5]})")
-    repeated = [i for i, n in Counter(r["id"] for r in rows).items() if n > 1]
-    if repeated:
-        problems.append(
-            f"{len(repeated)} ids are not unique (e.g. {repeated[0]!r}): the holdout split "
-            f"and decontamination key on ids"
-        )
-    over = [r for r in counted if len(encoded[r["id"]].prompt_ids) >= limit]
-    if over:
-        problems.append(
-            f"{len(over)} of {len(counted)} pairs have a prompt of {limit} tokens or more "
-            f"(max_prompt_length + max_completion_length): the trainer drops them; raise "
-            f"algorithm.max_prompt_length"
-        )
+    problems += prompts_over(counted, encoded, limit, "pairs")[1]
     problems += pair_flags(counted, lengths, cut, limit)
     picked = [r for r in data.train if r["id"] in encoded][:samples]
     pairs = [PairSample(id=r["id"], **dict(render.decode(encoded[r["id"]]))) for r in picked]

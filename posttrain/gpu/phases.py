@@ -15,13 +15,16 @@ from posttrain.algorithms.sft import SFT
 from posttrain.core.errors import ConfigError
 from posttrain.gpu.trainers import Job, SftSettings, run_sft
 
-# Each algorithm's `run_<kind>(job, resume, extra_callbacks, proof)`, imported when it trains.
+# Each algorithm's trainer, imported when it trains: `run_<kind>(job, resume, extra_callbacks,
+# proof)` trains and returns the trainer; a builder `<kind>_trainer(job, extra_callbacks,
+# proof)` (BUILT) returns it untrained.
 TRAINERS = {
     GRPO.name: "posttrain.gpu.trainers:run_grpo",
-    DPO.name: "posttrain.gpu.dpo_trainer:run_dpo",
+    DPO.name: "posttrain.gpu.dpo_trainer:dpo_trainer",
     DISTILL.name: "posttrain.gpu.distill_trainer:run_distill",
-    KTO.name: "posttrain.gpu.kto_trainer:run_kto",
+    KTO.name: "posttrain.gpu.kto_trainer:kto_trainer",
 }
+BUILT = {DPO.name, KTO.name}
 
 
 def _sft(job: Job, **more: Any) -> Any:
@@ -49,5 +52,10 @@ def train_phase(
     proof: bool = True,
 ) -> Any:
     """The spec's training, from `resume` when given; returns the trainer."""
+    kind = algorithm_of(job.spec).name
+    if kind in BUILT:
+        trainer = trainer_of(kind)(job, extra_callbacks, proof)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
     more = {"resume": resume, "extra_callbacks": extra_callbacks, "proof": proof}
-    return trainer_of(algorithm_of(job.spec).name)(job, **more)
+    return trainer_of(kind)(job, **more)

@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from posttrain.algorithms.base import Algorithm
+from posttrain.algorithms.algorithm import Algorithm
 from posttrain.algorithms.kinds import algorithm_of
 from posttrain.algorithms.sft import SFT
 from posttrain.models.calibration import (

@@ -616,8 +616,14 @@ class RunSpec(Strict):
     @model_validator(mode="after")
     def _batch_divides_among_gpus(self) -> RunSpec:
         a, devices = self.algorithm, self.gpu_count
-        groups = algorithm_of(a).groups(a)
-        per_device(a.batch_size, devices, "algorithm.batch_size", groups)
+        mine = algorithm_of(a)
+        each = per_device(a.batch_size, devices, "algorithm.batch_size", mine.groups(a))
+        least, why = mine.per_gpu_floor(a)
+        if each < least:
+            raise ValueError(
+                f"algorithm.batch_size {a.batch_size} gives each of {devices} GPU(s) {each} "
+                f"row(s) a step: {why}"
+            )
         if a.warmstart is not None:
             per_device(a.warmstart.batch_size, devices, "algorithm.warmstart.batch_size")
         return self

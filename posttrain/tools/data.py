@@ -118,10 +118,8 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
     algorithm.check_columns(ds, raw)
     data = algorithm.prepare(ds)
     tokenizer, tokenizer_name = load_tokenizer_for(spec)
-    if algorithm.rows == "pairs":
-        return _preference_report(spec, raw, data, tokenizer, tokenizer_name, samples)
-    if algorithm.rows == "labelled":
-        return _feedback_report(spec, raw, data, tokenizer, tokenizer_name, samples)
+    if algorithm.rows in ("pairs", "labelled"):
+        return _pretokenized_report(spec, raw, data, tokenizer, tokenizer_name, samples)
     kwargs = spec.model.template_kwargs()
     rows = data.train + data.holdout
     sft = None
@@ -223,7 +221,7 @@ def _counts(spec: RunSpec, raw: list[dict[str, Any]], data: Any) -> dict[str, An
     }
 
 
-def _preference_report(
+def _pretokenized_report(
     spec: RunSpec,
     raw: list[dict[str, Any]],
     data: Any,
@@ -231,60 +229,44 @@ def _preference_report(
     tokenizer_name: str,
     samples: int,
 ) -> DatasetReport:
-    from posttrain.gpu.pair_check import check_pairs, shown
+    """DPO's pairs (the prompt once, both answers) or KTO's rows (each answer with its rater's
+    verdict), rendered as the trainer reads them, with the flags of such data."""
+    algorithm, a = algorithm_of(spec), spec.algorithm
+    extra: dict[str, Any] = {}
+    if algorithm.rows == "pairs":
+        from posttrain.gpu.pair_check import check_pairs, shown
 
-    pairs, problems, tokens = check_pairs(spec, data, tokenizer, samples)
-    longer = [p + max(c, r) for p, c, r in zip(*tokens.values(), strict=True)]
+        found, problems, tokens = check_pairs(spec, data, tokenizer, samples)
+        answers = tokens["chosen"]
+        whole = [p + max(c, r) for p, c, r in zip(*tokens.values(), strict=True)]
+        extra["pairs"] = [p.model_dump() for p in found]
+    else:
+        from posttrain.gpu.kto_check import check_feedback
+        from posttrain.gpu.kto_check import shown as shown_row
+
+        shown = shown_row  # type: ignore[assignment]
+        limit = a.max_prompt_length + a.max_completion_length
+        found, problems, tokens = check_feedback(  # type: ignore[assignment]
+            data.train,
+            data.holdout,
+            tokenizer,
+            spec.model.template_kwargs(),
+            limit,
+            samples,
+            spec.dataset.label,
+            a.kto,
+        )
+        answers = tokens["completion"]
+        whole = [p + c for p, c in zip(tokens["prompt"], answers, strict=True)]
     return DatasetReport(
         **_counts(spec, raw, data),
-        samples=[shown(p) for p in pairs],
-        sample_ids=[p.id for p in pairs],
-        loss="DPO: the loss compares the chosen and the rejected answer's log-likelihood "
-        "(the prompt carries none); reference: the base model, its adapter off",
-        tokenizer=tokenizer_name,
-        prompt_tokens=percentiles(tokens["prompt"]),
-        sequence_tokens=percentiles(longer) if longer else None,
-        reference_tokens=percentiles(tokens["chosen"]) if tokens["chosen"] else None,
-        problems=problems[:MAX_PROBLEMS],
-        pairs=[p.model_dump() for p in pairs],
-    )
-
-
-def _feedback_report(
-    spec: RunSpec,
-    raw: list[dict[str, Any]],
-    data: Any,
-    tokenizer: Any,
-    tokenizer_name: str,
-    samples: int,
-) -> DatasetReport:
-    """KTO: each answer with its rater's verdict, rendered as the trainer reads it, and the
-    flags of feedback data (empty answers and unreadable labels by row, one-sided data, an
-    imbalance with the weights that balance it)."""
-    from posttrain.gpu.kto_check import check_feedback, shown
-
-    a = spec.algorithm
-    rows, problems, tokens = check_feedback(
-        data.train,
-        data.holdout,
-        tokenizer,
-        spec.model.template_kwargs(),
-        a.max_prompt_length + a.max_completion_length,
-        samples,
-        spec.dataset.label,
-        a.kto,
-    )
-    whole = [p + c for p, c in zip(tokens["prompt"], tokens["completion"], strict=True)]
-    return DatasetReport(
-        **_counts(spec, raw, data),
-        samples=[shown(r) for r in rows],
-        sample_ids=[r.id for r in rows],
-        loss="KTO: each answer's log-likelihood against the reference's (the base, its "
-        "adapter off), raised for answers labelled good and lowered for those labelled bad "
-        "(the prompt carries none)",
+        samples=[shown(x) for x in found],  # type: ignore[arg-type]
+        sample_ids=[x.id for x in found],
+        loss=algorithm.loss_words,
         tokenizer=tokenizer_name,
         prompt_tokens=percentiles(tokens["prompt"]),
         sequence_tokens=percentiles(whole) if whole else None,
-        reference_tokens=percentiles(tokens["completion"]) if tokens["completion"] else None,
+        reference_tokens=percentiles(answers) if answers else None,
         problems=problems[:MAX_PROBLEMS],
+        **extra,
     )

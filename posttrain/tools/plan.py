@@ -168,7 +168,7 @@ def plan(
             f"assistant turns a rollout and waits on your tools, which the estimate (one turn) "
             f"does not price; a dry run (`smoke_run`) measures it. Run check_environment first"
         )
-    elif note := algorithm.plan_note(spec):
+    elif note := algorithm.note_for(spec):
         warnings.append(note)
     if a.lora is None and preset is not None and preset.n_params > 2e9:
         warnings.append(f"full fine-tuning {preset.name} is costly; LoRA is the default")

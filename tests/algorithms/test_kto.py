@@ -15,7 +15,8 @@ import pytest
 from mcp import Client
 
 from posttrain.server.app import build_server
-from tests.conftest import kill_leftover_runs, mcp_wait_finished
+from tests.conftest import mcp_wait_finished, offline_in
+from tests.specs import feedback_spec
 
 pytestmark = pytest.mark.slow
 
@@ -40,30 +41,16 @@ def feedback_rows() -> list[dict]:
     return rows
 
 
-SPEC = {
-    "model": "Qwen3-0.6B",
-    "dataset": {
-        "path": "feedback.jsonl",
-        "prompt_column": "question",
-        "response_column": "bot_reply",
-        "label_column": "rating",
-    },
-    "algorithm": {"kind": "kto", "steps": 6, "batch_size": 4},
-}
+SPEC = feedback_spec(steps=6, batch_size=4)
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch, empty_hf_home):
-    home = tmp_path / "home"
-    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
-    monkeypatch.setenv("HF_HOME", str(empty_hf_home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(tmp_path)
+def project(tmp_path, tmp_path_factory, empty_hf_home):
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in feedback_rows())
     (tmp_path / "feedback.jsonl").write_text(lines)
     (tmp_path / "kto.json").write_text(json.dumps(SPEC))
-    yield tmp_path
-    kill_leftover_runs(home)
+    with offline_in(tmp_path, tmp_path_factory, empty_hf_home):
+        yield tmp_path
 
 
 def _empty_and_unreadable(problems: list[str]) -> None:

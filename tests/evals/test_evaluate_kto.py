@@ -10,8 +10,8 @@ import pytest
 
 from posttrain.data import gym
 from posttrain.tools.evaluate import evaluate
-from posttrain.tools.launch import launch
-from tests.conftest import kill_leftover_runs, wait_finished
+from tests.conftest import answer_logps, trained_run
+from tests.specs import SMALL_FULL_RUN
 
 pytestmark = pytest.mark.slow
 
@@ -30,52 +30,23 @@ def feedback(n: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def kto_run(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        data = home / "feedback.jsonl"
-        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in feedback(90)))
-        spec = {
-            "dataset": {
-                "path": str(data),
-                "prompt_column": "ask",
-                "response_column": "reply",
-                "label_column": "thumb",
-                "system_prompt": "answer in rhyme",
-                "holdout_share": 0.3,
-            },
-            "algorithm": {
-                "kind": "kto",
-                "lora": None,
-                "steps": 8,
-                "batch_size": 8,
-                "learning_rate": 5e-4,
-                "max_completion_length": 24,
-                "save_every": 0,
-            },
-        }
-        run_id = launch(spec).run_id
-        detail = wait_finished(run_id, 300)
-        assert detail.status == "succeeded", detail.cause
-        yield home, run_id
-        kill_leftover_runs(home)
+    spec = {
+        "dataset": {
+            "prompt_column": "ask",
+            "response_column": "reply",
+            "label_column": "thumb",
+            "system_prompt": "answer in rhyme",
+            "holdout_share": 0.3,
+        },
+        "algorithm": {"kind": "kto", **SMALL_FULL_RUN},
+    }
+    with trained_run(tmp_path_factory, feedback(90), spec, "feedback.jsonl") as run:
+        yield run
 
 
 def mean_logp(model, tokenizer, prompt: list[dict], answer: list[dict]) -> float:
     """The answer's mean token log-likelihood after the prompt, by plain transformers."""
-    import torch
-
-    def ids(messages, **kw):
-        return tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **kw)[
-            "input_ids"
-        ]
-
-    head = ids(prompt, add_generation_prompt=True)
-    full = ids([*prompt, *answer])
-    start = next((i for i, (a, b) in enumerate(zip(head, full, strict=False)) if a != b), len(head))
-    with torch.inference_mode():
-        scores = model(torch.tensor([full])).logits[0].float().log_softmax(-1)
-    picked = [float(scores[i - 1, full[i]]) for i in range(start, len(full))]
+    picked = answer_logps(model, tokenizer, prompt, answer)
     return sum(picked) / len(picked)
 
 

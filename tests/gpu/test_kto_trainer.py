@@ -16,6 +16,7 @@ from posttrain.data.kto_rows import kto_columns, kto_row
 from posttrain.data.kto_settings import KtoSpec
 from posttrain.spec.schema import load_spec
 from tests.conftest import offline_in
+from tests.specs import feedback_spec
 
 pytestmark = pytest.mark.slow
 
@@ -39,25 +40,16 @@ def export() -> list[dict]:
     return rows
 
 
-SPEC = {
-    "model": "Qwen3-0.6B",
-    "dataset": {
-        "path": "feedback.jsonl",
-        "prompt_column": "question",
-        "response_column": "bot_reply",
-        "holdout_share": 0.0,
-    },
-    "algorithm": {  # kind 'kto' once the schema has it; the trainer reads no kind-specific field
-        "kind": "sft",
-        "steps": 2,
-        "batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_prompt_length": 64,
-        "max_completion_length": 16,
-        "save_every": 1,
-        "traces": {"samples": 2},
-    },
-}
+SPEC = feedback_spec(
+    dataset={"holdout_share": 0.0},
+    steps=2,
+    batch_size=4,
+    learning_rate=1e-3,
+    max_prompt_length=64,
+    max_completion_length=16,
+    save_every=1,
+    traces={"samples": 2},
+)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +161,7 @@ def test_the_trainers_batches_decode_to_exactly_the_rows_data_check_shows(projec
 def test_two_kto_steps_train_the_adapter_trace_the_trained_rows_and_resume(project, parts):
     import torch
 
-    from posttrain.gpu.kto_trainer import run_kto
+    from posttrain.gpu.phases import train_phase as run_kto  # the kind's trainer, named once
 
     out = project / "run"
     job = job_for(parts, out)
@@ -203,7 +195,15 @@ def test_two_kto_steps_train_the_adapter_trace_the_trained_rows_and_resume(proje
 def test_a_batch_of_one_row_a_gpu_is_refused_naming_the_field_and_the_fix(project, parts):
     from posttrain.gpu.kto_trainer import kto_trainer
 
-    job = job_for(parts, project / "one", batch_size=1)
+    for batch, gpu in ((1, "H100"), (2, "H100:2")):  # the spec refuses it, before any GPU
+        with pytest.raises(ConfigError, match=r"algorithm\.batch_size .* apo_zero_unpaired"):
+            load_spec({**SPEC, "algorithm": {**SPEC["algorithm"], "batch_size": batch},
+                       "compute": {"backend": "modal", "gpu": gpu}})  # fmt: skip
+    without_kl = {**SPEC["algorithm"], "batch_size": 1, "kto": {"loss_type": "apo_zero_unpaired"}}
+    assert load_spec({**SPEC, "algorithm": without_kl}).algorithm.batch_size == 1
+    spec, rows, tokenizer, model = parts  # the trainer refuses it too, should a spec slip by
+    one = spec.model_copy(update={"algorithm": spec.algorithm.model_copy(update={"batch_size": 1})})
+    job = job_for((one, rows, tokenizer, model), project / "one")
     try:
         with pytest.raises(ConfigError, match=r"algorithm\.batch_size 1 .* apo_zero_unpaired"):
             kto_trainer(job)

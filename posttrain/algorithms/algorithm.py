@@ -52,8 +52,12 @@ class Algorithm:
     section: tuple[str, type[BaseModel]] | None = None
     own_fields: tuple[str, ...] = ()
     dry_cannot: str | None = None  # what a random-weight stand-in cannot show for this kind
+    loss_words: str | None = None  # where its loss falls, as `data check` says it
     check: Callable[[Any], None] = _nothing  # its rules on the algorithm section (ValueError)
-    plan_note: Callable[[Any], str | None] = _no_note  # plan's word on this kind, if any
+    # The fewest rows a GPU's batch may hold, and why: (1, "") for most kinds.
+    per_gpu_floor: Callable[[Any], tuple[int, str]] = lambda a: (1, "")
+    plan_words: str | None = None  # plan's word on this kind, when it is always the same
+    plan_note: Callable[[Any], str | None] = _no_note  # ...else its word for a spec, if any
     unoptimised_metrics: tuple[str, ...] = field(default=())
     # Its own reading of a row, for shapes posttrain.data.dataset does not build itself
     # (`labelled`), and the columns that reading needs beyond the prompt's.
@@ -73,6 +77,10 @@ class Algorithm:
         if self.row_columns is not None and rows:
             self.row_columns(ds, rows)
         return columns
+
+    def note_for(self, spec: Any) -> str | None:
+        """What plan says about this kind for this spec."""
+        return self.plan_words or self.plan_note(spec)
 
     @property
     def samples(self) -> bool:
