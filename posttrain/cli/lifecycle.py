@@ -239,18 +239,20 @@ def register(app: typer.Typer) -> None:
         this command waits for it, with progress (a line at least every 15 s in a pipe, JSON
         lines with --events), unless --detach."""
 
-        from posttrain.tools.evaluate import eval_question, outcome_of, start_evaluate
+        from posttrain.tools.evaluate import (
+            eval_question,
+            outcome_of,
+            plan_evaluation,
+            start_evaluate,
+        )
 
         def body() -> Any:
             from posttrain.spec.bounds import read_source
-            from posttrain.tools.evaluate import checked_judge
 
-            params = checked_judge(read_source(judge)) if judge is not None else None  # first
-            asked = eval_question(run_id, confirm, None, params, k, base_passes, max_tasks)
-            human = ask_human(asked, as_json)
-            return start_evaluate(
-                run_id, k, base_passes, max_tasks, threshold, seed, human, confirm, judge=params
-            )
+            params = read_source(judge) if judge is not None else None
+            plan = plan_evaluation(run_id, k, base_passes, max_tasks, threshold, seed, judge=params)
+            human = ask_human(eval_question(plan, confirm), as_json)
+            return start_evaluate(plan, human=human, confirmation_token=confirm)
 
         as_json = as_json or events
         outcome = guarded(body)  # a question at the terminal comes before any progress bar

@@ -1,9 +1,9 @@
-"""KTO's own settings, the `algorithm.kto` section a spec will carry (TRL's KTOConfig defaults;
-a test holds them equal to the installed TRL's).
+"""KTO's own settings, the spec's `algorithm.kto` section (TRL's KTOConfig defaults; a test
+holds them equal to the installed TRL's), filled in for kind kto (posttrain.algorithms.kto).
 
-Kept apart from the spec's schema until KTO is wired in: the trainer reads
-`getattr(spec.algorithm, "kto", None) or KtoSpec()`, so a spec without the section trains with
-TRL's defaults. The lengths are the algorithm's max_prompt_length + max_completion_length.
+Here, in data/, because the flags of a feedback file read its weights (posttrain.data.kto_rows)
+and data/ sits below the algorithms. The lengths are the algorithm's max_prompt_length +
+max_completion_length.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from posttrain.rewards.base import Scores
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.isolated import score_in_subprocess
 from posttrain.rewards.judge.metric import METRIC as JUDGE_METRIC
-from posttrain.rewards.judge.metric import metric_judge, same_judge
+from posttrain.rewards.judge.metric import evaluation_judge, metric_judge, same_judge
 from posttrain.rewards.registry import get_reward
 from posttrain.rewards.user import UserReward
 from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
@@ -403,7 +403,7 @@ def _second_judge(
 ) -> Any:
     """The judge of the un-optimised metric eval_judge (evaluate's `judge`, else the spec's
     eval.judge), or None. A paid one is refused unless its price was approved."""
-    params = given if given is not None else (spec.eval.judge if spec.eval else None)
+    params = evaluation_judge(given, spec)
     if not params:
         return None
     if spec.environment is not None:

@@ -36,7 +36,7 @@ NAMED = 5  # rows an error names
 
 def kto_settings(job: Job) -> KtoSpec:
     """The spec's `algorithm.kto` section, or TRL's defaults where the spec has none."""
-    return getattr(job.spec.algorithm, "kto", None) or KtoSpec()
+    return job.spec.algorithm.kto or KtoSpec()
 
 
 def kto_examples(job: Job) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from posttrain.launching.resolve import RunPlan, resolve
 from posttrain.ledger.approval import Decision, decide, needs_asking, still_counts, unapproved
 from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.pricing.cost import price_text, total_cost
-from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, GROUP_ID_PREFIX
+from posttrain.reports.run_models import GROUP_ID_PREFIX, id_kind
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
@@ -130,7 +130,9 @@ def group_runs(ctx: Any, group_id: str) -> list[str]:
     ctx.refresh()
     rows = [r for r in ctx.index.list_runs(limit=10_000) if r.get("group_id") == group_id]
     if not rows:
-        raise ConfigError(f"no group '{group_id}'; list runs with `posttrain run list`")
+        raise ConfigError(
+            f"no {id_kind(group_id)} '{group_id}'; list runs with `posttrain run list`"
+        )
 
     def order(row: dict[str, Any]) -> tuple[int, int]:  # an experiment's arms, then seeds
         meta = read_json(ctx.root / row["run_id"] / RUN_META)
@@ -178,7 +180,7 @@ def launch_group(
         "arms": group.arms,
     }
     # an experiment's runs, or its dry runs (one group of one run per distinct arm)
-    kind = "experiment" if group.group_id.startswith(EXPERIMENT_ID_PREFIX) else "group"
+    kind = id_kind(group.group_id)
     if found := existing_group(ctx, group):
         group_id = read_json(ctx.root / found[0] / RUN_META).get("group_id")
         return result_type(

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.pricing.cost import price_text
+from posttrain.pricing.eval_cost import judge_words
 from posttrain.runs.layout import FINAL_STATUSES
 
 if TYPE_CHECKING:
+    from posttrain.spec.eval_plan import EvalPlan
     from posttrain.spec.run_plan import RunPlan
 
 Decision = Literal["approved", "declined"] | None  # None: no human could be asked
@@ -130,6 +132,22 @@ def question(plan: RunPlan) -> str:
     else:
         asked = f"Launch {what} on {gpu} for up to {cost.timeout_s / 60:.0f} min: {price}?"
     return f"{asked} {plan.dry_run_status or ''}".rstrip()
+
+
+def evaluation_question(plan: EvalPlan) -> str:
+    """What the human is asked about an evaluation: its runs, where they generate and for
+    how long, a paid judge's share, and the most it can cost (all as the plan priced it)."""
+    cost = plan.cost
+    runs = len(plan.runs)
+    what = f"the {runs} runs of {plan.names} {plan.run_id}" if runs > 1 else plan.run_id
+    where = (
+        f"on Modal ({cost.gpu}, base and trained passes on the held-out tasks) for up to "
+        f"{cost.timeout_s // 60} min each"
+        if cost.gpu
+        else "on this machine"
+    )
+    judged = f", and {judge_words(cost.judge)}" if cost.judge else ""
+    return f"Evaluate {what} {where}{judged}: at most ${cost.worst_case_usd:.2f}?"
 
 
 def dry_run_status(ctx: Any, spec: Any) -> str:

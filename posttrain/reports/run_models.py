@@ -3,7 +3,7 @@ are the MCP tools' output schemas and the CLI's --json shapes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -13,6 +13,16 @@ from posttrain.pricing.projection import Projection
 # (a sweep's arms x seeds). run.json's group_id holds one; every verb taking a run id takes it.
 GROUP_ID_PREFIX = "grp-"
 EXPERIMENT_ID_PREFIX = "exp-"
+
+
+def id_kind(some_id: str) -> Literal["run", "group", "experiment"]:
+    """What an id names, by its prefix: decided here and nowhere else."""
+    if some_id.startswith(EXPERIMENT_ID_PREFIX):
+        return "experiment"
+    if some_id.startswith(GROUP_ID_PREFIX):
+        return "group"
+    return "run"
+
 
 TREND_WINDOW = 10  # steps averaged at each end of the reward trend
 

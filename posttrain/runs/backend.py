@@ -19,6 +19,7 @@ writes a verdict about a run that is still being started.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,9 @@ from posttrain.runs.layout import RUN_META, read_json, write_json_atomic, write_
 
 if TYPE_CHECKING:
     from posttrain.spec.run_plan import RunPlan
+
+# A generation job (prompts, k, seeds...) -> its answer ({"base", "trained", "nll", ...}).
+Generate = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Backend(Protocol):
@@ -61,6 +65,12 @@ class Backend(Protocol):
 
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:
         """Copy or download the run's `folder` (final/, warmstart/) into `out`."""
+
+    def generator(self, run_dir: Path, gpu: str | None, timeout_s: int) -> Generate:
+        """evaluate's generation for a finished run: a function `job -> answer` that runs
+        posttrain.gpu.arms.generate_job (its base passes, then its trained pass) where this
+        backend runs the run's work: local, in this process; Modal, the deployed `generate` on
+        `gpu` for at most `timeout_s` (the window its price was approved for)."""
 
 
 def submit_and_record(backend: Backend, plan: RunPlan, run_dir: Path, release: Any) -> None:

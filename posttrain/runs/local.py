@@ -11,6 +11,7 @@ is not mistaken for the run) and the heartbeat in events.jsonl.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.runs import forkserver
+from posttrain.runs.backend import Generate
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
@@ -39,6 +41,9 @@ from posttrain.runs.run_lock import judging
 DEATH_GRACE_S = 1.0  # a run that looks dead is looked at again after this before it is failed
 LEFTOVER_AFTER_S = 10.0  # processes past their run's result this long are left over, not exiting
 CANCEL_GRACE_S = 20.0  # time a trainer gets to stop after its step before SIGKILL
+# evaluate's generation, named and imported when it runs: the lifecycle sits below gpu/ and
+# starts its code by name (the trainer by process, Modal's by function name), never by import
+GENERATE = "posttrain.gpu.arms:generate_job"
 
 
 class LocalBackend:
@@ -163,6 +168,16 @@ class LocalBackend:
         if source.resolve() != out.resolve():
             shutil.copytree(source, out, dirs_exist_ok=True)
         return sorted(p for p in out.rglob("*") if p.is_file())
+
+    def generator(self, run_dir: Path, gpu: str | None, timeout_s: int) -> Generate:
+        """Generation in this process (the evaluation's job worker), from the run's folder;
+        no GPU to ask for and no window to bill."""
+
+        def generate(job: dict[str, Any]) -> dict[str, Any]:
+            module, name = GENERATE.split(":")
+            return getattr(importlib.import_module(module), name)(run_dir.parent, run_dir.name, job)
+
+        return generate
 
     def cancel(self, run_dir: Path, grace_s: float = CANCEL_GRACE_S) -> dict[str, Any]:
         """Ask the trainer to stop after its step; SIGKILL it after grace_s, and its

@@ -36,6 +36,7 @@ from posttrain.models.container import (
     container_for_model,
     worst_case_s,
 )
+from posttrain.runs.backend import Generate
 from posttrain.runs.inputs import modal_inputs
 from posttrain.runs.layout import (
     EVENTS,
@@ -431,9 +432,10 @@ class ModalBackend:
             )
         return {"stopped": True, "how": "Modal terminated the containers", "forced": True}
 
-    def generator(self, run_dir: Path, gpu: str, timeout_s: int) -> Any:
+    def generator(self, run_dir: Path, gpu: str | None, timeout_s: int) -> Generate:
         """A function job -> completions that runs the deployed `generate` on Modal."""
         self.check_configured()
+        gpu = gpu or "H100"
 
         model = (read_json(run_dir / SPEC).get("model") or {}).get("name") or ""
         container = container_for_model(*parse_gpu(gpu), model)  # as evaluate priced it

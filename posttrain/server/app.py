@@ -43,8 +43,8 @@ from posttrain.tools.data import DatasetReport, check_dataset
 from posttrain.tools.env_check import EnvironmentCheck, check_environment, is_spec_source
 from posttrain.tools.evaluate import (
     EvaluateOutcome,
-    checked_judge,
     eval_question,
+    plan_evaluation,
     start_evaluate,
 )
 from posttrain.tools.export import ExportOutcome, start_export
@@ -436,6 +436,18 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
 
     register_run_views(server, rc, call)
 
+    def eval_plan(
+        run_id: str, k: int, base_passes: int, max_tasks: int, judge: dict[str, Any] | None
+    ) -> Any:
+        """The evaluation's plan, resolved once per call: the approval resolver and the tool
+        body read the same plan (the human approves what runs)."""
+        return plans.get(
+            ("evaluate", run_id, k, base_passes, max_tasks, judge),
+            lambda: plan_evaluation(
+                run_id, k, base_passes, max_tasks, ctx=rc, judge=judge, roots=roots
+            ),
+        )
+
     def ask_to_evaluate(
         run_id: RunId,
         ctx: Context,
@@ -445,11 +457,12 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         base_passes: int = 3,
         max_tasks: int = 200,
     ) -> Any:
-        def question() -> str | None:
-            checked = checked_judge(judge, roots)
-            return eval_question(run_id, confirmation_token, rc, checked, k, base_passes, max_tasks)
-
-        return ask(ctx, question)
+        return ask(
+            ctx,
+            lambda: eval_question(
+                eval_plan(run_id, k, base_passes, max_tasks, judge), confirmation_token
+            ),
+        )
 
     @server.tool(
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
@@ -510,17 +523,10 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """
         return await call(
             lambda: start_evaluate(
-                run_id,
-                k,
-                base_passes,
-                max_tasks,
-                None,
-                0,
-                decision_of(approval),
-                confirmation_token,
-                rc,
-                judge=judge,
-                roots=roots,
+                eval_plan(run_id, k, base_passes, max_tasks, judge),
+                human=decision_of(approval),
+                confirmation_token=confirmation_token,
+                ctx=rc,
             )
         )
 

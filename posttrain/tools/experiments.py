@@ -29,7 +29,7 @@ from posttrain.launching.sweeps import (
 )
 from posttrain.ledger.budget import Ledger
 from posttrain.pricing.cost import total_cost
-from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, RunSummary
+from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, RunSummary, id_kind
 from posttrain.runs.layout import RUN_META, read_json
 from posttrain.spec.schema import MAX_NAME
 from posttrain.spec.sweep import MAX_RUNS, Sweep
@@ -136,7 +136,7 @@ class ExperimentView(BaseModel):
 
 def experiment_view(experiment_id: str, ctx: Any) -> ExperimentView:
     """An experiment's arms, their runs and its latest comparison: what the dashboard shows."""
-    if not experiment_id.startswith(EXPERIMENT_ID_PREFIX):
+    if id_kind(experiment_id) != "experiment":
         raise ConfigError(f"'{experiment_id}' is not an experiment id (exp-...)")
     order = group_runs(ctx, experiment_id)  # arm, then seed; raises for an unknown id
     summaries = {r.run_id: r for r in list_runs(limit=1000, ctx=ctx, group_id=experiment_id)}

@@ -30,7 +30,7 @@ from posttrain.ledger.approval import (
     unapproved,
 )
 from posttrain.ledger.budget import BudgetPolicy, Ledger
-from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX
+from posttrain.reports.run_models import id_kind
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.context import Context
 from posttrain.runs.run_lock import LaunchLock
@@ -115,7 +115,7 @@ def resolve_launch(
     them. An experiment launched before is resumed: only its runs that failed or were
     cancelled start again (checked again at the launch itself, as any key is)."""
     if isinstance(spec, GroupPlan):
-        experiment = spec.group_id.startswith(EXPERIMENT_ID_PREFIX)  # its dry runs never resume
+        experiment = id_kind(spec.group_id) == "experiment"  # its dry runs never resume
         return resume(spec, ctx) if experiment and not spec.resume_of else spec
     if isinstance(spec, RunPlan):
         return spec

@@ -23,8 +23,6 @@ from posttrain.reports.health import (
     run_health,
 )
 from posttrain.reports.run_models import (
-    EXPERIMENT_ID_PREFIX,
-    GROUP_ID_PREFIX,
     TREND_WINDOW,
     CancelResult,
     LogLine,
@@ -35,6 +33,7 @@ from posttrain.reports.run_models import (
     TracePage,
     TraceRow,
     Trend,
+    id_kind,
 )
 from posttrain.runs.context import Context, is_stalled
 from posttrain.runs.layout import FINAL_STATUSES, RUN_META, SPEC, read_json
@@ -333,7 +332,7 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
     stopped too). A group or experiment id cancels each of its runs, the queued first, so
     none starts while the others stop."""
     ctx = ctx or Context()
-    if run_id.startswith((GROUP_ID_PREFIX, EXPERIMENT_ID_PREFIX)):
+    if id_kind(run_id) != "run":
         ctx.refresh()
         ids = ctx.index.group_runs(run_id)  # by seed; an experiment's by arm first
         meta = {r: read_json(ctx.root / r / RUN_META) for r in ids}

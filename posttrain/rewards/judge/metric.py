@@ -40,6 +40,14 @@ def metric_params(params: Mapping[str, Any], roots: list[Path] | None = None) ->
     return checked
 
 
+def evaluation_judge(given: Mapping[str, Any] | None, spec: Any) -> Mapping[str, Any] | None:
+    """The judge an evaluation asks, decided here once: evaluate's own `judge`, else the
+    spec's eval.judge (checked when the spec was loaded); None for none."""
+    if given is not None:
+        return given
+    return spec.eval.judge if spec.eval else None
+
+
 def metric_judge(params: Mapping[str, Any]) -> JudgeReward:
     try:
         judge = get_reward("judge", dict(params))
