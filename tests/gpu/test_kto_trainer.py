@@ -282,10 +282,15 @@ def test_the_imbalance_advice_is_trls_own_check(up, down, weights):
     handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
     logger = logging.getLogger(trl_kto.__name__)
     logger.addHandler(handler)
+    # a trainer earlier in this process may have quieted TRL (posttrain.gpu.reporter's
+    # quiet_libraries sets the `trl` logger to ERROR): hear its warnings for this call
+    quieted = logging.getLogger("trl").level
+    logging.getLogger("trl").setLevel(logging.WARNING)
     try:
         trl_kto.KTOTrainer._prepare_dataset(trainer, Dataset.from_list(rows), tok, args, "train")
     finally:
         logger.removeHandler(handler)
+        logging.getLogger("trl").setLevel(quieted)
     ours = balancing(up, down, *weights)
     warned = [m for m in said if "ideal range" in m]
     assert bool(warned) is not ours.in_range
