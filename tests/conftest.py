@@ -403,3 +403,22 @@ def answer_logps(model, tokenizer, prompt: list[dict], answer: list[dict]) -> li
     with torch.inference_mode():
         scores = model(torch.tensor([full])).logits[0].float().log_softmax(-1)
     return [float(scores[i - 1, full[i]]) for i in range(start, len(full))]
+
+
+def evaluated(run: tuple[Path, str], monkeypatch):
+    """evaluate of a trained run (k=1, two base passes), with what its oracle needs: the
+    result, the run's final model and tokenizer by plain transformers, and its held-out rows."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from posttrain.tools.evaluate import evaluate
+
+    home, run_id = run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    outcome = evaluate(run_id, k=1, base_passes=2)
+    assert outcome.status == "done", outcome
+    run_dir = home / "runs" / run_id
+    model = AutoModelForCausalLM.from_pretrained(run_dir / "final").eval()
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
+    held = [json.loads(line) for line in (run_dir / "holdout.jsonl").read_text().splitlines()]
+    assert len(held) == outcome.result.tasks_used
+    return outcome.result, model, tokenizer, held

@@ -89,3 +89,10 @@ def feedback_spec(path: str = "feedback.jsonl", **algorithm: Any) -> dict[str, A
         },
         "algorithm": {"kind": "kto", **algorithm},
     }
+
+
+def small_full_run(kind: str, **columns: str) -> dict[str, Any]:
+    """SMALL_FULL_RUN of `kind` on the rhyme gym's prompts, its rows' own `columns`, 30% of
+    them held out for evaluate."""
+    dataset = {"system_prompt": "answer in rhyme", "holdout_share": 0.3, **columns}
+    return {"dataset": dataset, "algorithm": {"kind": kind, **SMALL_FULL_RUN}}

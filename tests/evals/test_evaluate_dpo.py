@@ -1,15 +1,13 @@
 """evaluate of a DPO run: held-out preference accuracy, base against trained, on a real tiny
 run; the trained arm's accuracy checked against plain transformers on the run's weights."""
 
-import json
 import random
 
 import pytest
 
 from posttrain.data import gym
-from posttrain.tools.evaluate import evaluate
-from tests.conftest import answer_logps, trained_run
-from tests.specs import SMALL_FULL_RUN
+from tests.conftest import answer_logps, evaluated, trained_run
+from tests.specs import small_full_run
 
 pytestmark = pytest.mark.slow
 
@@ -29,16 +27,9 @@ def pairs(n: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def dpo_run(tmp_path_factory):
-    spec = {
-        "dataset": {
-            "prompt_column": "ask",
-            "chosen_column": "rhymes",
-            "rejected_column": "does_not",
-            "system_prompt": "answer in rhyme",
-            "holdout_share": 0.3,
-        },
-        "algorithm": {"kind": "dpo", **SMALL_FULL_RUN},
-    }
+    spec = small_full_run(
+        "dpo", prompt_column="ask", chosen_column="rhymes", rejected_column="does_not"
+    )
     with trained_run(tmp_path_factory, pairs(90), spec, "pairs.jsonl") as run:
         yield run
 
@@ -51,24 +42,12 @@ def logp(model, tokenizer, prompt: list[dict], answer: str) -> float:
 def test_evaluate_reports_held_out_preference_accuracy_as_the_models_own_likelihoods_say(
     dpo_run, monkeypatch
 ):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    home, run_id = dpo_run
-    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
-    outcome = evaluate(run_id, k=1, base_passes=2)
-    result = outcome.result
-    assert outcome.status == "done", outcome
+    result, model, tokenizer, held = evaluated(dpo_run, monkeypatch)
     accuracy = result.metrics[0]
     assert accuracy.name == "preference_accuracy" and accuracy.optimised
     assert [m.name for m in result.unoptimised][:2] == ["preference_margin", "reference_nll"]
     assert accuracy.noise_floor == 0.0  # likelihoods are deterministic: the passes agree
 
-    run_dir = home / "runs" / run_id
-    final = run_dir / "final"
-    model = AutoModelForCausalLM.from_pretrained(final).eval()
-    tokenizer = AutoTokenizer.from_pretrained(final)
-    held = [json.loads(line) for line in (run_dir / "holdout.jsonl").read_text().splitlines()]
-    assert len(held) == result.tasks_used
     prefers = [
         logp(model, tokenizer, r["prompt"], r["chosen"][0]["content"])
         > logp(model, tokenizer, r["prompt"], r["rejected"][0]["content"])

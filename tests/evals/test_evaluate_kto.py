@@ -3,15 +3,13 @@ mean token log-likelihood signed by its verdict (👍 likelier, 👎 less likely
 with an interval; the trained arm's figure checked against plain transformers on the run's
 weights."""
 
-import json
 import random
 
 import pytest
 
 from posttrain.data import gym
-from posttrain.tools.evaluate import evaluate
-from tests.conftest import answer_logps, trained_run
-from tests.specs import SMALL_FULL_RUN
+from tests.conftest import answer_logps, evaluated, trained_run
+from tests.specs import small_full_run
 
 pytestmark = pytest.mark.slow
 
@@ -30,16 +28,7 @@ def feedback(n: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def kto_run(tmp_path_factory):
-    spec = {
-        "dataset": {
-            "prompt_column": "ask",
-            "response_column": "reply",
-            "label_column": "thumb",
-            "system_prompt": "answer in rhyme",
-            "holdout_share": 0.3,
-        },
-        "algorithm": {"kind": "kto", **SMALL_FULL_RUN},
-    }
+    spec = small_full_run("kto", prompt_column="ask", response_column="reply", label_column="thumb")
     with trained_run(tmp_path_factory, feedback(90), spec, "feedback.jsonl") as run:
         yield run
 
@@ -53,13 +42,7 @@ def mean_logp(model, tokenizer, prompt: list[dict], answer: list[dict]) -> float
 def test_evaluate_reports_the_signed_feedback_likelihood_as_the_models_own_likelihoods_say(
     kto_run, monkeypatch
 ):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    home, run_id = kto_run
-    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
-    outcome = evaluate(run_id, k=1, base_passes=2)
-    result = outcome.result
-    assert outcome.status == "done", outcome
+    result, model, tokenizer, held = evaluated(kto_run, monkeypatch)
     signed = result.metrics[0]
     assert signed.name == "feedback_loglik" and signed.optimised
     names = [m.name for m in result.unoptimised]
@@ -67,12 +50,7 @@ def test_evaluate_reports_the_signed_feedback_likelihood_as_the_models_own_likel
     assert signed.noise_floor == 0.0  # likelihoods are deterministic: the passes agree
     assert signed.ci_low is not None and signed.ci_low <= signed.delta <= signed.ci_high
 
-    run_dir = home / "runs" / run_id
-    final = run_dir / "final"
-    model = AutoModelForCausalLM.from_pretrained(final).eval()
-    tokenizer = AutoTokenizer.from_pretrained(final)
-    held = [json.loads(line) for line in (run_dir / "holdout.jsonl").read_text().splitlines()]
-    assert len(held) == result.tasks_used and {r["label"] for r in held} == {True, False}
+    assert {r["label"] for r in held} == {True, False}
     values = [
         (1 if r["label"] else -1) * mean_logp(model, tokenizer, r["prompt"], r["completion"])
         for r in held

@@ -85,6 +85,16 @@ def job_for(parts, out, **changes):
     return Job(spec, model, tokenizer, rows, out, Reporter(out), Device.detect(), None)
 
 
+def refused_by(parts, out, build, match: str) -> None:
+    """`build(job)` refuses the job's rows or spec with a ConfigError matching `match`."""
+    job = job_for(parts, out)
+    try:
+        with pytest.raises(ConfigError, match=match):
+            build(job)
+    finally:
+        job.reporter.close()
+
+
 def test_kto_settings_defaults_are_the_installed_trls():
     from trl import KTOConfig
 
@@ -203,12 +213,8 @@ def test_a_batch_of_one_row_a_gpu_is_refused_naming_the_field_and_the_fix(projec
     assert load_spec({**SPEC, "algorithm": without_kl}).algorithm.batch_size == 1
     spec, rows, tokenizer, model = parts  # the trainer refuses it too, should a spec slip by
     one = spec.model_copy(update={"algorithm": spec.algorithm.model_copy(update={"batch_size": 1})})
-    job = job_for((one, rows, tokenizer, model), project / "one")
-    try:
-        with pytest.raises(ConfigError, match=r"algorithm\.batch_size 1 .* apo_zero_unpaired"):
-            kto_trainer(job)
-    finally:
-        job.reporter.close()
+    refused = r"algorithm\.batch_size 1 .* apo_zero_unpaired"
+    refused_by((one, rows, tokenizer, model), project / "one", kto_trainer, refused)
 
 
 def test_an_unreadable_label_is_refused_by_the_trainer_naming_the_row(project, parts):
@@ -216,12 +222,8 @@ def test_an_unreadable_label_is_refused_by_the_trainer_naming_the_row(project, p
 
     spec, rows, tokenizer, model = parts
     broken = [{**rows[0], "label": None, "label_value": "5 stars"}, *rows[1:]]
-    job = job_for((spec, broken, tokenizer, model), project / "unread")
-    try:
-        with pytest.raises(ConfigError, match=rf"row {rows[0]['id']!r}: '5 stars'"):
-            kto_examples(job)
-    finally:
-        job.reporter.close()
+    refused = rf"row {rows[0]['id']!r}: '5 stars'"
+    refused_by((spec, broken, tokenizer, model), project / "unread", kto_examples, refused)
 
 
 def test_answer_logliks_score_the_answer_tokens_kto_trains_on(parts):
