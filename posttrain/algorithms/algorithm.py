@@ -41,7 +41,9 @@ class Algorithm:
     step: StepTerms  # what its step costs in time and memory (posttrain.models.catalog)
     # Seconds a step on 2 CPU cores (bench/smoke.py): the tiny demo model and a stand-in.
     local_step_s: dict[str, float]
-    headline_metric: str  # evaluate's verdict for a run without a reward of its own
+    # evaluate's verdict for a run of this kind without a reward of its own, and the metrics
+    # it reports beside it, first (the evaluate tests hold evaluate to them)
+    headline_metric: str
     dry_proves: str  # what the dry run's training steps showed, in its report
     rewarded: bool = False  # trains on a reward's scores (a default reward is filled in)
     takes_environment: bool = False  # multi-turn episodes in an environment
@@ -58,7 +60,7 @@ class Algorithm:
     per_gpu_floor: Callable[[Any], tuple[int, str]] = lambda a: (1, "")
     plan_words: str | None = None  # plan's word on this kind, when it is always the same
     plan_note: Callable[[Any], str | None] = _no_note  # ...else its word for a spec, if any
-    unoptimised_metrics: tuple[str, ...] = field(default=())
+    unoptimised_metrics: tuple[str, ...] = field(default=())  # see headline_metric
     # Its own reading of a row, for shapes posttrain.data.dataset does not build itself
     # (`labelled`), and the columns that reading needs beyond the prompt's.
     shape_row: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None

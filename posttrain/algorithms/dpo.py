@@ -62,7 +62,7 @@ DPO = Algorithm(
     # stand-in (2026-12-06); SFT's step for two sequences a row bounds it above
     local_step_s={"tiny": 0.2, "stand_in": 3.0},
     headline_metric="preference_accuracy",
-    unoptimised_metrics=("reference_nll",),
+    unoptimised_metrics=("preference_margin", "reference_nll"),
     dry_proves="every pair trained on the tokens `data check` shows",
     dry_cannot=(
         "that the pairs teach what you mean: a random-weight stand-in ranks chosen and "

@@ -58,7 +58,7 @@ KTO = Algorithm(
     ),
     local_step_s={"tiny": 0.2, "stand_in": 3.0},
     headline_metric="feedback_loglik",
-    unoptimised_metrics=("reference_nll",),
+    unoptimised_metrics=("desirable_loglik", "undesirable_loglik", "reference_nll"),
     dry_proves="every labelled answer trained on the tokens `data check` shows",
     dry_cannot=(
         "that the labels teach what you mean: a random-weight stand-in finds good and bad "

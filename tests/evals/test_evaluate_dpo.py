@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.data import gym
 from tests.conftest import answer_logps, evaluated, trained_run
 from tests.specs import small_full_run
@@ -44,8 +45,9 @@ def test_evaluate_reports_held_out_preference_accuracy_as_the_models_own_likelih
 ):
     result, model, tokenizer, held = evaluated(dpo_run, monkeypatch)
     accuracy = result.metrics[0]
-    assert accuracy.name == "preference_accuracy" and accuracy.optimised
-    assert [m.name for m in result.unoptimised][:2] == ["preference_margin", "reference_nll"]
+    dpo = algorithm_of("dpo")  # the unit says what evaluate reports of a DPO run
+    assert accuracy.name == dpo.headline_metric == "preference_accuracy" and accuracy.optimised
+    assert [m.name for m in result.unoptimised][:2] == list(dpo.unoptimised_metrics)
     assert accuracy.noise_floor == 0.0  # likelihoods are deterministic: the passes agree
 
     prefers = [

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.data import gym
 from tests.conftest import answer_logps, evaluated, trained_run
 from tests.specs import small_full_run
@@ -44,9 +45,10 @@ def test_evaluate_reports_the_signed_feedback_likelihood_as_the_models_own_likel
 ):
     result, model, tokenizer, held = evaluated(kto_run, monkeypatch)
     signed = result.metrics[0]
-    assert signed.name == "feedback_loglik" and signed.optimised
+    kto = algorithm_of("kto")  # the unit says what evaluate reports of a KTO run
+    assert signed.name == kto.headline_metric == "feedback_loglik" and signed.optimised
     names = [m.name for m in result.unoptimised]
-    assert names[:2] == ["desirable_loglik", "undesirable_loglik"]
+    assert names[: len(kto.unoptimised_metrics)] == list(kto.unoptimised_metrics)
     assert signed.noise_floor == 0.0  # likelihoods are deterministic: the passes agree
     assert signed.ci_low is not None and signed.ci_low <= signed.delta <= signed.ci_high
 

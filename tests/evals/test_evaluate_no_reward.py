@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import prepare
 from posttrain.evals.evaluation import evaluate_run
@@ -55,7 +56,7 @@ def test_evaluate_without_a_reward_reports_the_references_likelihood(tmp_path):
 
     result = evaluate_run(run, generate, k=2, max_tasks=40)
     headline = result.metrics[0]
-    assert [m.name for m in result.metrics] == ["reference_nll"]
+    assert [m.name for m in result.metrics] == [algorithm_of("sft").headline_metric]  # its unit's
     assert headline.optimised and not headline.higher_is_better and headline.delta < -0.9
     assert result.pass_rates is None and result.examples[0]["base_reward"] is None
     assert result.verdict.startswith("unproven: improved")  # under 50 tasks, one seed
