@@ -24,66 +24,67 @@ from posttrain.data.demo_specs import (
     REAL_DEMO_WARMSTART_STEPS,
 )
 from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.tools import runs as tools
+from posttrain.tools.launch import launch
+
+
+def demo(
+    steps: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"GRPO steps ({DEMO_STEPS}; --real: {REAL_DEMO_STEPS})."),
+    ] = None,
+    warmstart_steps: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help=f"SFT warm-start steps ({DEMO_WARMSTART_STEPS}; --real: "
+            f"{REAL_DEMO_WARMSTART_STEPS}).",
+        ),
+    ] = None,
+    seed: int = 0,
+    real: Annotated[
+        bool,
+        typer.Option(
+            "--real",
+            help="A real pretrained model instead: SmolLM2-135M-Instruct learns to call "
+            "tools, then evaluate judges it on held-out questions (~10 min on 2 cores).",
+        ),
+    ] = False,
+    as_json: JsonFlag = False,
+    events: EventsFlag = False,
+) -> None:
+    """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (1-4 min)."""
+    as_json = as_json or events
+    with progress(as_json, events) as reporter:
+        if real:  # steps given on the command line are kept, whatever their value
+            steps = steps or REAL_DEMO_STEPS
+            warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS
+            _real_demo(tools, launch, steps, warmstart_steps, seed, reporter)
+            return
+        from posttrain.data.demo_specs import demo_spec
+
+        steps = steps or DEMO_STEPS
+        warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
+        reporter.update("wait", "demo: starting the run", milestone=True)
+        started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
+        reporter.close("wait")
+        run_id = started.run_id
+        reporter.note(
+            f"demo run [bold]{run_id}[/bold]: tiny Qwen3-shaped model, SFT "
+            f"warm-start then GRPO with rhyme_relevance (Ctrl-C cancels it)",
+            run_id=run_id,
+        )
+        detail = _follow_or_cancel(tools, run_id, reporter)
+    if as_json:
+        emit_json(detail.model_dump(mode="json"), events)
+    else:
+        _demo_summary(tools, detail)
+    if detail.status != "succeeded":
+        raise typer.Exit(5)
 
 
 def register_demo(app: typer.Typer) -> None:
-    from posttrain.tools import runs as tools
-    from posttrain.tools.launch import launch
-
-    @app.command("demo")
-    def demo(
-        steps: Annotated[
-            int | None,
-            typer.Option(min=1, help=f"GRPO steps ({DEMO_STEPS}; --real: {REAL_DEMO_STEPS})."),
-        ] = None,
-        warmstart_steps: Annotated[
-            int | None,
-            typer.Option(
-                min=1,
-                help=f"SFT warm-start steps ({DEMO_WARMSTART_STEPS}; --real: "
-                f"{REAL_DEMO_WARMSTART_STEPS}).",
-            ),
-        ] = None,
-        seed: int = 0,
-        real: Annotated[
-            bool,
-            typer.Option(
-                "--real",
-                help="A real pretrained model instead: SmolLM2-135M-Instruct learns to call "
-                "tools, then evaluate judges it on held-out questions (~10 min on 2 cores).",
-            ),
-        ] = False,
-        as_json: JsonFlag = False,
-        events: EventsFlag = False,
-    ) -> None:
-        """Train the tiny model to rhyme on this machine: SFT warm-start, then GRPO (1-4 min)."""
-        as_json = as_json or events
-        with progress(as_json, events) as reporter:
-            if real:  # steps given on the command line are kept, whatever their value
-                steps = steps or REAL_DEMO_STEPS
-                warmstart_steps = warmstart_steps or REAL_DEMO_WARMSTART_STEPS
-                _real_demo(tools, launch, steps, warmstart_steps, seed, reporter)
-                return
-            from posttrain.data.demo_specs import demo_spec
-
-            steps = steps or DEMO_STEPS
-            warmstart_steps = warmstart_steps or DEMO_WARMSTART_STEPS
-            reporter.update("wait", "demo: starting the run", milestone=True)
-            started = guarded(lambda: launch(demo_spec(steps, warmstart_steps, seed)))
-            reporter.close("wait")
-            run_id = started.run_id
-            reporter.note(
-                f"demo run [bold]{run_id}[/bold]: tiny Qwen3-shaped model, SFT "
-                f"warm-start then GRPO with rhyme_relevance (Ctrl-C cancels it)",
-                run_id=run_id,
-            )
-            detail = _follow_or_cancel(tools, run_id, reporter)
-        if as_json:
-            emit_json(detail.model_dump(mode="json"), events)
-        else:
-            _demo_summary(tools, detail)
-        if detail.status != "succeeded":
-            raise typer.Exit(5)
+    app.command("demo")(demo)
 
 
 def _follow_or_cancel(tools: Any, run_id: str, reporter: Reporter, **kwargs: Any) -> Any:

@@ -29,323 +29,329 @@ from posttrain.cli.run_commands import ConfirmFlag, KeyFlag, SeedsFlag, launch_c
 SpecArg = Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")]
 
 
-def register(app: typer.Typer) -> None:
-    data_app = typer.Typer(
-        help="Datasets: inspect what the trainer will see.", no_args_is_help=True
-    )
-    app.add_typer(data_app, name="data")
-    skills_app = typer.Typer(
-        help="Agent skills that teach the training lifecycle.", no_args_is_help=True
-    )
-    app.add_typer(skills_app, name="skills")
-    modal_app = typer.Typer(
-        help="Modal: deploy the GPU functions runs are launched on.", no_args_is_help=True
-    )
-    app.add_typer(modal_app, name="modal")
-    job_app = typer.Typer(
-        help="Jobs: evaluations and exports running detached.", no_args_is_help=True
-    )
-    app.add_typer(job_app, name="job")
+data_app = typer.Typer(help="Datasets: inspect what the trainer will see.", no_args_is_help=True)
+skills_app = typer.Typer(
+    help="Agent skills that teach the training lifecycle.", no_args_is_help=True
+)
+modal_app = typer.Typer(
+    help="Modal: deploy the GPU functions runs are launched on.", no_args_is_help=True
+)
+job_app = typer.Typer(help="Jobs: evaluations and exports running detached.", no_args_is_help=True)
 
-    @modal_app.command("deploy")
-    def modal_deploy() -> None:
-        """Deploy posttrain's Modal app (once, and again after upgrading posttrain)."""
-        import subprocess
-        import sys
 
-        from posttrain.core.build import fingerprint, image_pins, python_version
-        from posttrain.runs.modal_backend import ModalBackend
+@modal_app.command("deploy")
+def modal_deploy() -> None:
+    """Deploy posttrain's Modal app (once, and again after upgrading posttrain)."""
+    import subprocess
+    import sys
 
-        guarded(ModalBackend().check_configured)
-        code = subprocess.run(
-            [sys.executable, "-m", "modal", "deploy", "-m", "posttrain.gpu.modal_app"], check=False
-        ).returncode
-        if code == 0:
-            print(
-                f"deployed posttrain {fingerprint()} on Python {python_version()} with "
-                f"{', '.join(image_pins())}: launches from this checkout now run it"
-            )
-        raise typer.Exit(code)
+    from posttrain.core.build import fingerprint, image_pins, python_version
+    from posttrain.runs.modal_backend import ModalBackend
 
-    @app.command("plan")
-    def plan_command(spec: SpecArg, as_json: JsonFlag = False) -> None:
-        """Validate a spec, resolve its defaults, and estimate its cost (free)."""
-        from posttrain.tools.plan import plan
+    guarded(ModalBackend().check_configured)
+    code = subprocess.run(
+        [sys.executable, "-m", "modal", "deploy", "-m", "posttrain.gpu.modal_app"], check=False
+    ).returncode
+    if code == 0:
+        print(
+            f"deployed posttrain {fingerprint()} on Python {python_version()} with "
+            f"{', '.join(image_pins())}: launches from this checkout now run it"
+        )
+    raise typer.Exit(code)
 
-        result = guarded(lambda: plan(spec))
 
-        def render(r: dict[str, Any]) -> None:
-            c = r["cost"]
-            console.print(
-                f"spec {r['spec_id']}: {r['spec']['model']['name']} "
-                f"{r['spec']['algorithm']['kind']}, {r['spec']['algorithm']['steps']} "
-                f"steps on {c['backend']}"
-            )
-            console.print(
-                f"{c['summary']} (prices as of {c['prices_as_of']})", highlight=False, markup=False
-            )
-            console.print(f"basis: {(c['alternative'] or c)['basis']}", markup=False)
-            if r["fit"]:
-                f = r["fit"]
-                measured = f", measured {f['measured_gb']} GB" if f.get("measured_gb") else ""
-                console.print(
-                    f"memory: needs ~{f['need_gb']} GB{measured} of {f['have_gb']} GB "
-                    f"({'fits' if f['fits'] else 'DOES NOT FIT'})"
-                )
-            if r.get("defaults"):
-                filled = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["defaults"].items())
-                console.print(f"defaults filled in: {filled}", highlight=False, markup=False)
-            if r.get("experiment"):
-                render_arms(r["experiment"])
-            for w in r["warnings"]:
-                said = w in c["summary"] or (c["timeout_note"] and c["timeout_note"] in w)
-                if not said:  # the timeout's stop or risk, or a refusal, is said above
-                    console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+def plan_command(spec: SpecArg, as_json: JsonFlag = False) -> None:
+    """Validate a spec, resolve its defaults, and estimate its cost (free)."""
+    from posttrain.tools.plan import plan
 
-        emit(result.model_dump(mode="json"), as_json, render)
+    result = guarded(lambda: plan(spec))
 
-    def render_arms(e: dict[str, Any]) -> None:
-        from rich.table import Table
-
-        table = Table(title=f"experiment: {len(e['arms'])} arms x {len(e['seeds'])} seeds")
-        for column in ("arm", "seeds", "expected", "worst case"):
-            table.add_column(column)
-        table.columns[0].no_wrap = True  # an arm's name is its overrides: never cut
-        for arm in e["arms"]:
-            cost = arm["cost"]
-            table.add_row(
-                arm["name"],
-                ", ".join(map(str, arm["seeds"])),
-                f"${cost['expected_usd']:.2f}, {cost['expected_s'] / 60:.1f} min",
-                f"${cost['worst_case_usd']:.2f}",
-            )
-        console.print(table)
+    def render(r: dict[str, Any]) -> None:
+        c = r["cost"]
         console.print(
-            f"ranked by {e['metric']['name']} ({e['metric']['goal']}); {e['parallel']}",
-            highlight=False,
-            markup=False,
+            f"spec {r['spec_id']}: {r['spec']['model']['name']} "
+            f"{r['spec']['algorithm']['kind']}, {r['spec']['algorithm']['steps']} "
+            f"steps on {c['backend']}"
         )
-
-    @data_app.command("check")
-    def data_check(spec: SpecArg, as_json: JsonFlag = False) -> None:
-        """Rows, rendered samples, token lengths, schema problems and holdout overlap."""
-        from posttrain.tools.data import check_dataset
-
-        report = guarded(lambda: check_dataset(spec))
-
-        def render(r: dict[str, Any]) -> None:
+        console.print(
+            f"{c['summary']} (prices as of {c['prices_as_of']})", highlight=False, markup=False
+        )
+        console.print(f"basis: {(c['alternative'] or c)['basis']}", markup=False)
+        if r["fit"]:
+            f = r["fit"]
+            measured = f", measured {f['measured_gb']} GB" if f.get("measured_gb") else ""
             console.print(
-                f"{r['source']}: {r['rows_total']} rows, {r['rows_after_filters']} "
-                f"after filters; {r['train_rows']} train, {r['holdout_rows']} held out"
+                f"memory: needs ~{f['need_gb']} GB{measured} of {f['have_gb']} GB "
+                f"({'fits' if f['fits'] else 'DOES NOT FIT'})"
             )
-            console.print(f"tokenizer: {r['tokenizer']}")
-            table = Table("tokens", "p50", "p90", "p99", "max")
-            for name in ("prompt_tokens", "sequence_tokens", "reference_tokens"):
-                if r[name]:
-                    p = r[name]
-                    table.add_row(
-                        name.split("_")[0], *(str(p[k]) for k in ("p50", "p90", "p99", "max"))
-                    )
-            console.print(table)
-            if r.get("loss"):
-                console.print(f"loss: {r['loss']}")
-            for i, sample in enumerate(r.get("marked_samples") or r["samples"]):
-                console.rule(f"sample {i + 1}")
-                console.print(sample, highlight=False, markup=False)
-            for p in r["problems"]:
-                console.print(f"[yellow]problem:[/yellow] {p}")
-            if r["holdout_overlap"]:
-                console.print(
-                    f"[yellow]holdout overlap:[/yellow] {r['holdout_overlap']} held-out "
-                    f"prompts also occur in training, e.g. {r['overlap_examples'][:2]}"
+        if r.get("defaults"):
+            filled = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["defaults"].items())
+            console.print(f"defaults filled in: {filled}", highlight=False, markup=False)
+        if r.get("experiment"):
+            render_arms(r["experiment"])
+        for w in r["warnings"]:
+            said = w in c["summary"] or (c["timeout_note"] and c["timeout_note"] in w)
+            if not said:  # the timeout's stop or risk, or a refusal, is said above
+                console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+
+    emit(result.model_dump(mode="json"), as_json, render)
+
+
+def render_arms(e: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"experiment: {len(e['arms'])} arms x {len(e['seeds'])} seeds")
+    for column in ("arm", "seeds", "expected", "worst case"):
+        table.add_column(column)
+    table.columns[0].no_wrap = True  # an arm's name is its overrides: never cut
+    for arm in e["arms"]:
+        cost = arm["cost"]
+        table.add_row(
+            arm["name"],
+            ", ".join(map(str, arm["seeds"])),
+            f"${cost['expected_usd']:.2f}, {cost['expected_s'] / 60:.1f} min",
+            f"${cost['worst_case_usd']:.2f}",
+        )
+    console.print(table)
+    console.print(
+        f"ranked by {e['metric']['name']} ({e['metric']['goal']}); {e['parallel']}",
+        highlight=False,
+        markup=False,
+    )
+
+
+@data_app.command("check")
+def data_check(spec: SpecArg, as_json: JsonFlag = False) -> None:
+    """Rows, rendered samples, token lengths, schema problems and holdout overlap."""
+    from posttrain.tools.data import check_dataset
+
+    report = guarded(lambda: check_dataset(spec))
+
+    def render(r: dict[str, Any]) -> None:
+        console.print(
+            f"{r['source']}: {r['rows_total']} rows, {r['rows_after_filters']} "
+            f"after filters; {r['train_rows']} train, {r['holdout_rows']} held out"
+        )
+        console.print(f"tokenizer: {r['tokenizer']}")
+        table = Table("tokens", "p50", "p90", "p99", "max")
+        for name in ("prompt_tokens", "sequence_tokens", "reference_tokens"):
+            if r[name]:
+                p = r[name]
+                table.add_row(
+                    name.split("_")[0], *(str(p[k]) for k in ("p50", "p90", "p99", "max"))
                 )
+        console.print(table)
+        if r.get("loss"):
+            console.print(f"loss: {r['loss']}")
+        for i, sample in enumerate(r.get("marked_samples") or r["samples"]):
+            console.rule(f"sample {i + 1}")
+            console.print(sample, highlight=False, markup=False)
+        for p in r["problems"]:
+            console.print(f"[yellow]problem:[/yellow] {p}")
+        if r["holdout_overlap"]:
+            console.print(
+                f"[yellow]holdout overlap:[/yellow] {r['holdout_overlap']} held-out "
+                f"prompts also occur in training, e.g. {r['overlap_examples'][:2]}"
+            )
 
-        emit(report.model_dump(mode="json"), as_json, render)
+    emit(report.model_dump(mode="json"), as_json, render)
 
-    @app.command("smoke")
-    def smoke(
-        spec: SpecArg,
-        steps: Annotated[int, typer.Option(min=1, max=50, help="Steps after the proof step.")] = 4,
-        backend: Annotated[str, typer.Option(help="local (free) or modal (costs money).")] = (
-            "local"
+
+def smoke(
+    spec: SpecArg,
+    steps: Annotated[int, typer.Option(min=1, max=50, help="Steps after the proof step.")] = 4,
+    backend: Annotated[str, typer.Option(help="local (free) or modal (costs money).")] = "local",
+    confirm: ConfirmFlag = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Return the run id at once; do not wait.")
+    ] = False,
+    as_json: JsonFlag = False,
+    events: EventsFlag = False,
+) -> None:
+    """Dry-run the spec: a proof step and a few steps, local and free by default.
+
+    Waits for the run to end (a line a stage and at least every 15 s, also in a pipe; JSON
+    lines with --events) and exits 1 when it did not succeed, with its cause; --detach
+    returns the run id at once."""
+    launch_command(
+        spec,
+        confirm,
+        None,
+        as_json or events,
+        smoke_steps=steps,
+        smoke_backend=backend,
+        wait=not detach,
+        events=events,
+    )
+
+
+def launch(
+    spec: SpecArg,
+    confirm: ConfirmFlag = None,
+    idempotency_key: KeyFlag = None,
+    seeds: SeedsFlag = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Start the full run (or a group, one run per seed); a human approves any spend.
+
+    At a terminal it asks; elsewhere it returns a token for the human to approve."""
+    launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
+
+
+def eval_command(
+    run_id: str,
+    k: Annotated[int, typer.Option(min=1, max=64, help="Samples per task.")] = 4,
+    base_passes: Annotated[int, typer.Option(min=2, max=10)] = 3,
+    max_tasks: Annotated[int, typer.Option(min=5, max=5000)] = 200,
+    threshold: Annotated[float | None, typer.Option(help="Pass threshold on the reward.")] = None,
+    seed: int = 0,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            help="A judge beside the training reward (the un-optimised metric "
+            "eval_judge): a YAML/JSON file, or JSON, of a judge's params {rubric or "
+            "rubric_file, base_url, model, api_key_env}.",
         ),
-        confirm: ConfirmFlag = None,
-        detach: Annotated[
-            bool, typer.Option("--detach", help="Return the run id at once; do not wait.")
-        ] = False,
-        as_json: JsonFlag = False,
-        events: EventsFlag = False,
-    ) -> None:
-        """Dry-run the spec: a proof step and a few steps, local and free by default.
+    ] = None,
+    confirm: ConfirmFlag = None,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach", help="Return the job id at once; `posttrain job get ID` follows it."
+        ),
+    ] = False,
+    as_json: JsonFlag = False,
+    events: EventsFlag = False,
+) -> None:
+    """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict.
 
-        Waits for the run to end (a line a stage and at least every 15 s, also in a pipe; JSON
-        lines with --events) and exits 1 when it did not succeed, with its cause; --detach
-        returns the run id at once."""
-        launch_command(
-            spec,
-            confirm,
-            None,
-            as_json or events,
-            smoke_steps=steps,
-            smoke_backend=backend,
-            wait=not detach,
-            events=events,
-        )
+    It runs as a detached job (it survives this command: ^C stops only the waiting);
+    this command waits for it, with progress (a line at least every 15 s in a pipe, JSON
+    lines with --events), unless --detach."""
 
-    @app.command("launch")
-    def launch(
-        spec: SpecArg,
-        confirm: ConfirmFlag = None,
-        idempotency_key: KeyFlag = None,
-        seeds: SeedsFlag = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Start the full run (or a group, one run per seed); a human approves any spend.
+    from posttrain.tools.evaluate import (
+        eval_question,
+        outcome_of,
+        plan_evaluation,
+        start_evaluate,
+    )
 
-        At a terminal it asks; elsewhere it returns a token for the human to approve."""
-        launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
+    def body() -> Any:
+        from posttrain.spec.bounds import read_source
 
-    @app.command("eval")
-    def eval_command(
-        run_id: str,
-        k: Annotated[int, typer.Option(min=1, max=64, help="Samples per task.")] = 4,
-        base_passes: Annotated[int, typer.Option(min=2, max=10)] = 3,
-        max_tasks: Annotated[int, typer.Option(min=5, max=5000)] = 200,
-        threshold: Annotated[
-            float | None, typer.Option(help="Pass threshold on the reward.")
-        ] = None,
-        seed: int = 0,
-        judge: Annotated[
-            str | None,
-            typer.Option(
-                help="A judge beside the training reward (the un-optimised metric "
-                "eval_judge): a YAML/JSON file, or JSON, of a judge's params {rubric or "
-                "rubric_file, base_url, model, api_key_env}.",
-            ),
-        ] = None,
-        confirm: ConfirmFlag = None,
-        detach: Annotated[
-            bool,
-            typer.Option(
-                "--detach", help="Return the job id at once; `posttrain job get ID` follows it."
-            ),
-        ] = False,
-        as_json: JsonFlag = False,
-        events: EventsFlag = False,
-    ) -> None:
-        """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict.
+        params = read_source(judge) if judge is not None else None
+        plan = plan_evaluation(run_id, k, base_passes, max_tasks, threshold, seed, judge=params)
+        human = ask_human(eval_question(plan, confirm), as_json)
+        return start_evaluate(plan, human=human, confirmation_token=confirm)
 
-        It runs as a detached job (it survives this command: ^C stops only the waiting);
-        this command waits for it, with progress (a line at least every 15 s in a pipe, JSON
-        lines with --events), unless --detach."""
-
-        from posttrain.tools.evaluate import (
-            eval_question,
-            outcome_of,
-            plan_evaluation,
-            start_evaluate,
-        )
-
-        def body() -> Any:
-            from posttrain.spec.bounds import read_source
-
-            params = read_source(judge) if judge is not None else None
-            plan = plan_evaluation(run_id, k, base_passes, max_tasks, threshold, seed, judge=params)
-            human = ask_human(eval_question(plan, confirm), as_json)
-            return start_evaluate(plan, human=human, confirmation_token=confirm)
-
-        as_json = as_json or events
-        outcome = guarded(body)  # a question at the terminal comes before any progress bar
-        if outcome.status == "started" and not detach:
-            with progress(as_json, events) as reporter:
-                outcome = guarded(lambda: outcome_of(follow_job(outcome.job_id, reporter)))
-        emit(outcome.model_dump(mode="json"), as_json, _render_eval, events)
-        if outcome.status not in ("done", "started"):
-            raise typer.Exit(EXIT_NEEDS_APPROVAL)
-
-    @app.command("mcp-config")
-    def mcp_config(
-        client: Annotated[str, typer.Argument(help="claude-code or claude-desktop.")],
-        write: Annotated[
-            bool,
-            typer.Option(
-                "--write", help="Add posttrain to the client's config file (other servers kept)."
-            ),
-        ] = False,
-        uvx: Annotated[
-            str | None,
-            typer.Option(help="Run with `uvx --from SOURCE` (a path, a git URL, or posttrain)."),
-        ] = None,
-        project: Annotated[
-            Path, typer.Option(help="The folder the server may use (POSTTRAIN_ROOTS).")
-        ] = Path("."),
-    ) -> None:
-        """The MCP config that starts this posttrain for Claude Code or Claude Desktop."""
-        entry = server_entry(uvx, project.resolve())
-        if client not in CONFIG_FILES:
-            fail(
-                f"client '{client}': use claude-code or claude-desktop",
-                "e.g. posttrain mcp-config claude-code --write",
-                EXIT_USAGE,
-            )
-        path = CONFIG_FILES[client]()
-        if client == "claude-code":
-            entry = {"type": "stdio", **entry}
-        if entry["args"][:2] == CPU_TORCH_UV_ARGS:
-            print(
-                "no CUDA device here: the entry takes torch's CPU build (--torch-backend cpu, "
-                "~0.5 GB to download instead of ~3 GB); drop those two arguments where it "
-                "runs on a machine with a GPU",
-                file=sys.stderr,
-            )
-        if not write:
-            print(json.dumps({"mcpServers": {"posttrain": entry}}, indent=2))
-            return
-        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        config.setdefault("mcpServers", {})["posttrain"] = entry
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote posttrain into {path}; restart {client} to load it")
-
-    @job_app.command("get")
-    def job_get(
-        job_id: str,
-        follow: Annotated[
-            bool, typer.Option("--follow", "-f", help="Wait for it to end, with progress.")
-        ] = False,
-        as_json: JsonFlag = False,
-        events: EventsFlag = False,
-    ) -> None:
-        """A job's stage, progress and, once it ended, its result (evaluate, export)."""
-        from posttrain.jobs.detached import get_job
-
-        as_json = as_json or events
+    as_json = as_json or events
+    outcome = guarded(body)  # a question at the terminal comes before any progress bar
+    if outcome.status == "started" and not detach:
         with progress(as_json, events) as reporter:
-            view = guarded(lambda: follow_job(job_id, reporter) if follow else get_job(job_id))
-        emit(view.model_dump(mode="json"), as_json, _render_job, events)
+            outcome = guarded(lambda: outcome_of(follow_job(outcome.job_id, reporter)))
+    emit(outcome.model_dump(mode="json"), as_json, _render_eval, events)
+    if outcome.status not in ("done", "started"):
+        raise typer.Exit(EXIT_NEEDS_APPROVAL)
 
-    @job_app.command("cancel")
-    def job_cancel(job_id: str, as_json: JsonFlag = False) -> None:
-        """Stop a running job."""
-        from posttrain.jobs.detached import cancel_job
 
-        view = guarded(lambda: cancel_job(job_id))
-        emit(view.model_dump(mode="json"), as_json, _render_job)
-
-    @skills_app.command("install")
-    def skills_install(
-        project_dir: Annotated[Path, typer.Option(help="Project to install into.")] = Path("."),
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Copy the skills into PROJECT/.claude/skills and PROJECT/.agents/skills."""
-        from posttrain.cli.skills import install
-
-        written = guarded(lambda: install(project_dir))
-        emit(
-            {"installed": [str(p) for p in written]},
-            as_json,
-            lambda r: console.print("installed:\n  " + "\n  ".join(r["installed"])),
+def mcp_config(
+    client: Annotated[str, typer.Argument(help="claude-code or claude-desktop.")],
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write", help="Add posttrain to the client's config file (other servers kept)."
+        ),
+    ] = False,
+    uvx: Annotated[
+        str | None,
+        typer.Option(help="Run with `uvx --from SOURCE` (a path, a git URL, or posttrain)."),
+    ] = None,
+    project: Annotated[
+        Path, typer.Option(help="The folder the server may use (POSTTRAIN_ROOTS).")
+    ] = Path("."),
+) -> None:
+    """The MCP config that starts this posttrain for Claude Code or Claude Desktop."""
+    entry = server_entry(uvx, project.resolve())
+    if client not in CONFIG_FILES:
+        fail(
+            f"client '{client}': use claude-code or claude-desktop",
+            "e.g. posttrain mcp-config claude-code --write",
+            EXIT_USAGE,
         )
+    path = CONFIG_FILES[client]()
+    if client == "claude-code":
+        entry = {"type": "stdio", **entry}
+    if entry["args"][:2] == CPU_TORCH_UV_ARGS:
+        print(
+            "no CUDA device here: the entry takes torch's CPU build (--torch-backend cpu, "
+            "~0.5 GB to download instead of ~3 GB); drop those two arguments where it "
+            "runs on a machine with a GPU",
+            file=sys.stderr,
+        )
+    if not write:
+        print(json.dumps({"mcpServers": {"posttrain": entry}}, indent=2))
+        return
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    config.setdefault("mcpServers", {})["posttrain"] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote posttrain into {path}; restart {client} to load it")
+
+
+@job_app.command("get")
+def job_get(
+    job_id: str,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Wait for it to end, with progress.")
+    ] = False,
+    as_json: JsonFlag = False,
+    events: EventsFlag = False,
+) -> None:
+    """A job's stage, progress and, once it ended, its result (evaluate, export)."""
+    from posttrain.jobs.detached import get_job
+
+    as_json = as_json or events
+    with progress(as_json, events) as reporter:
+        view = guarded(lambda: follow_job(job_id, reporter) if follow else get_job(job_id))
+    emit(view.model_dump(mode="json"), as_json, _render_job, events)
+
+
+@job_app.command("cancel")
+def job_cancel(job_id: str, as_json: JsonFlag = False) -> None:
+    """Stop a running job."""
+    from posttrain.jobs.detached import cancel_job
+
+    view = guarded(lambda: cancel_job(job_id))
+    emit(view.model_dump(mode="json"), as_json, _render_job)
+
+
+@skills_app.command("install")
+def skills_install(
+    project_dir: Annotated[Path, typer.Option(help="Project to install into.")] = Path("."),
+    as_json: JsonFlag = False,
+) -> None:
+    """Copy the skills into PROJECT/.claude/skills and PROJECT/.agents/skills."""
+    from posttrain.cli.skills import install
+
+    written = guarded(lambda: install(project_dir))
+    emit(
+        {"installed": [str(p) for p in written]},
+        as_json,
+        lambda r: console.print("installed:\n  " + "\n  ".join(r["installed"])),
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the lifecycle's command groups and commands to the app."""
+    app.add_typer(data_app, name="data")
+    app.add_typer(skills_app, name="skills")
+    app.add_typer(modal_app, name="modal")
+    app.add_typer(job_app, name="job")
+    app.command("plan")(plan_command)
+    app.command("smoke")(smoke)
+    app.command("launch")(launch)
+    app.command("eval")(eval_command)
+    app.command("mcp-config")(mcp_config)
 
 
 def follow_job(job_id: str | None, reporter: Reporter, every_s: float = 1.0) -> Any:

@@ -24,6 +24,7 @@ from posttrain.cli.termplot import chart
 from posttrain.core.errors import ConfigError
 from posttrain.core.formatting import ago, num
 from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.tools import runs as tools
 
 DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])\Z")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -182,323 +183,328 @@ def wait_for_runs(run_ids: list[str], as_json: bool, events: bool = False) -> No
         raise typer.Exit(EXIT_RUN_FAILED)
 
 
-def register(app: typer.Typer, run_app: typer.Typer) -> None:
-    from posttrain.tools import runs as tools
+def run_start(
+    spec: Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")],
+    confirm: ConfirmFlag = None,
+    idempotency_key: KeyFlag = None,
+    seeds: SeedsFlag = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Start a run (same as `posttrain launch`); returns its id at once."""
+    launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
 
-    @run_app.command("start")
-    def run_start(
-        spec: Annotated[Path, typer.Argument(help="A .yaml or .json RunSpec file.")],
-        confirm: ConfirmFlag = None,
-        idempotency_key: KeyFlag = None,
-        seeds: SeedsFlag = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Start a run (same as `posttrain launch`); returns its id at once."""
-        launch_command(spec, confirm, idempotency_key, as_json, seeds=seeds)
 
-    @run_app.command("list")
-    def run_list(
-        status: Annotated[
-            str | None,
-            typer.Option(help="queued, running, stalled, succeeded, failed or cancelled."),
-        ] = None,
-        since: Annotated[str | None, typer.Option(help="Created within, e.g. 2h, 30m.")] = None,
-        limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """List runs, newest first."""
-        runs = guarded(lambda: tools.list_runs(status, parse_duration(since), limit))
+def run_list(
+    status: Annotated[
+        str | None,
+        typer.Option(help="queued, running, stalled, succeeded, failed or cancelled."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Created within, e.g. 2h, 30m.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs, newest first."""
+    runs = guarded(lambda: tools.list_runs(status, parse_duration(since), limit))
 
-        def render(rows: list[dict[str, Any]]) -> None:
-            table = Table("run", "status", "model", "kind", "step", "reward", "best", "age")
-            table.columns[0].no_wrap = True  # an id is copied into the next command: never cut
-            table.columns[0].min_width = max((len(r["run_id"]) for r in rows), default=3)
-            for r in rows:
-                arm = f"\n{untrusted(r['arm'])}" if r.get("arm") else ""  # an experiment's
-                group = f"\n{r['group_id']}{arm} seed {r['seed']}" if r.get("group_id") else ""
-                table.add_row(
-                    r["run_id"] + group,
-                    r["status"],
-                    untrusted(r["model"] or "-"),
-                    r["kind"] or "-",
-                    f"{r['step']}/{r['total_steps'] or '?'}",
-                    num(r["reward"]),
-                    num(r["best_reward"]),
-                    ago(r["age_s"]),
-                )
-            console.print(table if rows else "no runs")
+    def render(rows: list[dict[str, Any]]) -> None:
+        table = Table("run", "status", "model", "kind", "step", "reward", "best", "age")
+        table.columns[0].no_wrap = True  # an id is copied into the next command: never cut
+        table.columns[0].min_width = max((len(r["run_id"]) for r in rows), default=3)
+        for r in rows:
+            arm = f"\n{untrusted(r['arm'])}" if r.get("arm") else ""  # an experiment's
+            group = f"\n{r['group_id']}{arm} seed {r['seed']}" if r.get("group_id") else ""
+            table.add_row(
+                r["run_id"] + group,
+                r["status"],
+                untrusted(r["model"] or "-"),
+                r["kind"] or "-",
+                f"{r['step']}/{r['total_steps'] or '?'}",
+                num(r["reward"]),
+                num(r["best_reward"]),
+                ago(r["age_s"]),
+            )
+        console.print(table if rows else "no runs")
 
-        emit([r.model_dump(mode="json") for r in runs], as_json, render)
+    emit([r.model_dump(mode="json") for r in runs], as_json, render)
 
-    @run_app.command("get")
-    def run_get(
-        run_id: str,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-step metrics.")] = False,
-        plot: Annotated[bool, typer.Option(help="Draw the reward curve.")] = False,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Status, progress, reward trend, cause of failure and checkpoints of one run."""
-        detail = guarded(lambda: tools.get_run(run_id, verbose=verbose or plot))
 
-        def render(d: dict[str, Any]) -> None:
-            if d["phase"] == "warmstart":  # its steps are the warm-start's, not training's
-                where = (
-                    f"warm-start step {d['step']}/{d['warmstart_steps'] or '?'}, then "
-                    f"{d['total_steps']} training steps"
-                )
-            else:
-                where = f"step {d['step']}/{d['total_steps']}"
+def run_get(
+    run_id: str,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-step metrics.")] = False,
+    plot: Annotated[bool, typer.Option(help="Draw the reward curve.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Status, progress, reward trend, cause of failure and checkpoints of one run."""
+    detail = guarded(lambda: tools.get_run(run_id, verbose=verbose or plot))
+
+    def render(d: dict[str, Any]) -> None:
+        if d["phase"] == "warmstart":  # its steps are the warm-start's, not training's
+            where = (
+                f"warm-start step {d['step']}/{d['warmstart_steps'] or '?'}, then "
+                f"{d['total_steps']} training steps"
+            )
+        else:
+            where = f"step {d['step']}/{d['total_steps']}"
+        console.print(
+            f"[bold]{d['run_id']}[/bold] {d['status']} (stage {d['stage']}), "
+            f"{d['kind']} on {d['model']}, {where}",
+            highlight=False,
+        )
+        t = d["trend"]
+        if pref := d.get("preference"):  # DPO: no reward; the batches' own figures
             console.print(
-                f"[bold]{d['run_id']}[/bold] {d['status']} (stage {d['stage']}), "
-                f"{d['kind']} on {d['model']}, {where}",
+                f"DPO, first -> last {pref['window']} steps: "
+                + ", ".join(
+                    f"{name} {num(pref[name]['first'])} -> {num(pref[name]['last'])}"
+                    for name in ("margin", "preference_accuracy", "logp_chosen")
+                ),
                 highlight=False,
             )
-            t = d["trend"]
-            if pref := d.get("preference"):  # DPO: no reward; the batches' own figures
+        rewarded = (
+            ""
+            if pref and d["reward"] is None
+            else f"reward now {num(d['reward'])}, best {num(d['best_reward'])}; "
+            f"first {t['window']} steps {num(t['first_mean'])} -> last "
+            f"{t['window']} {num(t['last_mean'])}; "
+        )
+        console.print(f"{rewarded}elapsed {ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}")
+        if d["stalled"]:
+            console.print("[bold red]stalled:[/bold red] no event for a while")
+        if d["cause"]:
+            console.print(f"[bold red]cause:[/bold red] {untrusted(d['cause'])}")
+        if d["still_running"]:
+            console.print(
+                f"[bold red]still running:[/bold red] its {' and '.join(d['still_running'])} "
+                f"outlived its result; `posttrain run cancel {d['run_id']}` stops them"
+            )
+        if d["components"]:
+            console.print(
+                "components: "
+                + ", ".join(f"{untrusted(k)} {v:.3f}" for k, v in d["components"].items())
+            )
+        _render_detail_extras(d)
+        if d["metrics"] and plot:
+            rewards = [m.get("reward") for m in d["metrics"]]
+            console.print(chart(rewards, label="reward per step"))
+        elif d["metrics"]:
+            for m in d["metrics"]:
+                console.print(untrusted(json.dumps(m)))
+
+    emit(detail.model_dump(mode="json"), as_json, render)
+
+
+def _render_detail_extras(d: dict[str, Any]) -> None:
+    """What get_run's JSON says beyond the headline: projection, health warnings, what a
+    dry run proved and could not, the evaluation."""
+    if d["projection"]:
+        console.print(f"projection: {untrusted(d['projection']['note'])}", highlight=False)
+    for warning in d["health"]:
+        console.print(f"[yellow]health:[/yellow] {untrusted(warning)}", highlight=False)
+    dry = d["dry_run"]
+    if dry:
+        state = dry.get("state") or ("complete" if dry.get("complete") else "under way")
+        ended = "" if state in ("complete", "under way") else ": it did not complete"
+        console.print(f"dry run ({state}{ended}):")
+        for item in dry.get("proved") or []:
+            console.print(f"  proved: {untrusted(str(item))}", highlight=False)
+        for item in dry.get("cannot_prove") or []:
+            console.print(f"  cannot prove: {untrusted(str(item))}", highlight=False)
+        console.print(f"  rewards: {untrusted(dry['rewards'])}", highlight=False)
+    if d["evaluation"]:
+        e = d["evaluation"]
+        console.print(
+            f"evaluation: {untrusted(e['verdict'])} ({e['tasks_used']} tasks; "
+            f"{e.get('metric') or 'reward'} {num(e['reward_base'])} -> "
+            f"{num(e['reward_trained'])})",
+            highlight=False,
+        )
+
+
+def run_logs(
+    run_id: str,
+    tail: Annotated[int, typer.Option(min=1, max=2000)] = 50,
+    search: Annotated[str | None, typer.Option(help="Full-text search.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """The run's log lines: the last N, a search, or follow until it ends."""
+    page = guarded(lambda: tools.tail_logs(run_id, tail=tail, search=search))
+
+    def print_lines(p: Any) -> None:
+        for line in p.lines:
+            if as_json:  # json.dumps: controls escaped (model_dump_json keeps C1 raw)
+                print(json.dumps(line.model_dump(mode="json")))
+            else:
                 console.print(
-                    f"DPO, first -> last {pref['window']} steps: "
-                    + ", ".join(
-                        f"{name} {num(pref[name]['first'])} -> {num(pref[name]['last'])}"
-                        for name in ("margin", "preference_accuracy", "logp_chosen")
-                    ),
+                    f"[dim]{time.strftime('%H:%M:%S', time.localtime(line.t))}"
+                    f"[/dim] {untrusted(line.level):7} {untrusted(line.message)}",
                     highlight=False,
                 )
-            rewarded = (
-                ""
-                if pref and d["reward"] is None
-                else f"reward now {num(d['reward'])}, best {num(d['best_reward'])}; "
-                f"first {t['window']} steps {num(t['first_mean'])} -> last "
-                f"{t['window']} {num(t['last_mean'])}; "
-            )
-            console.print(f"{rewarded}elapsed {ago(d['elapsed_s'])}, cost ${d['cost_usd']:.2f}")
-            if d["stalled"]:
-                console.print("[bold red]stalled:[/bold red] no event for a while")
-            if d["cause"]:
-                console.print(f"[bold red]cause:[/bold red] {untrusted(d['cause'])}")
-            if d["still_running"]:
-                console.print(
-                    f"[bold red]still running:[/bold red] its {' and '.join(d['still_running'])} "
-                    f"outlived its result; `posttrain run cancel {d['run_id']}` stops them"
-                )
-            if d["components"]:
-                console.print(
-                    "components: "
-                    + ", ".join(f"{untrusted(k)} {v:.3f}" for k, v in d["components"].items())
-                )
-            _render_detail_extras(d)
-            if d["metrics"] and plot:
-                rewards = [m.get("reward") for m in d["metrics"]]
-                console.print(chart(rewards, label="reward per step"))
-            elif d["metrics"]:
-                for m in d["metrics"]:
-                    console.print(untrusted(json.dumps(m)))
 
-        emit(detail.model_dump(mode="json"), as_json, render)
-
-    def _render_detail_extras(d: dict[str, Any]) -> None:
-        """What get_run's JSON says beyond the headline: projection, health warnings, what a
-        dry run proved and could not, the evaluation."""
-        if d["projection"]:
-            console.print(f"projection: {untrusted(d['projection']['note'])}", highlight=False)
-        for warning in d["health"]:
-            console.print(f"[yellow]health:[/yellow] {untrusted(warning)}", highlight=False)
-        dry = d["dry_run"]
-        if dry:
-            state = dry.get("state") or ("complete" if dry.get("complete") else "under way")
-            ended = "" if state in ("complete", "under way") else ": it did not complete"
-            console.print(f"dry run ({state}{ended}):")
-            for item in dry.get("proved") or []:
-                console.print(f"  proved: {untrusted(str(item))}", highlight=False)
-            for item in dry.get("cannot_prove") or []:
-                console.print(f"  cannot prove: {untrusted(str(item))}", highlight=False)
-            console.print(f"  rewards: {untrusted(dry['rewards'])}", highlight=False)
-        if d["evaluation"]:
-            e = d["evaluation"]
-            console.print(
-                f"evaluation: {untrusted(e['verdict'])} ({e['tasks_used']} tasks; "
-                f"{e.get('metric') or 'reward'} {num(e['reward_base'])} -> "
-                f"{num(e['reward_trained'])})",
-                highlight=False,
-            )
-
-    @run_app.command("logs")
-    def run_logs(
-        run_id: str,
-        tail: Annotated[int, typer.Option(min=1, max=2000)] = 50,
-        search: Annotated[str | None, typer.Option(help="Full-text search.")] = None,
-        follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """The run's log lines: the last N, a search, or follow until it ends."""
-        page = guarded(lambda: tools.tail_logs(run_id, tail=tail, search=search))
-
-        def print_lines(p: Any) -> None:
-            for line in p.lines:
-                if as_json:  # json.dumps: controls escaped (model_dump_json keeps C1 raw)
-                    print(json.dumps(line.model_dump(mode="json")))
-                else:
-                    console.print(
-                        f"[dim]{time.strftime('%H:%M:%S', time.localtime(line.t))}"
-                        f"[/dim] {untrusted(line.level):7} {untrusted(line.message)}",
-                        highlight=False,
-                    )
-
-        if not follow:
-            emit(
-                page.model_dump(mode="json"),
-                as_json,
-                lambda _: print_lines(page) if page.lines else console.print("no log lines"),
-            )
-            return
-        from posttrain.cli.progress import Reporter, mode_for
-
-        # In a pipe, a quiet run still gets a line every 15 s (what it waits on); with --json
-        # the log lines are the stream, and a terminal shows the lines as they come.
-        reporter = Reporter("lines" if mode_for(as_json) == "lines" else "quiet")
-        with reporter.running():
-            print_lines(page)
-            cursor = page.cursor
-            while page.status not in FINAL_STATUSES:
-                page = guarded(
-                    lambda c=cursor: tools.tail_logs(
-                        run_id, tail=500, after=c, follow_s=5, search=search
-                    )
-                )
-                if page.lines:
-                    print_lines(page)
-                    reporter.heard()
-                else:
-                    reporter.update(run_id, f"{run_id}: {page.status}", info="(no new log line)")
-                cursor = page.cursor
-            reporter.forget(run_id)  # the end is the last log line, not a status line
-
-    @run_app.command("trace")
-    def run_trace(
-        run_id: str,
-        step: Annotated[str, typer.Option(help="first, last, 1,4-9 ...")] = "first,last",
-        n: Annotated[int, typer.Option(min=1, max=64)] = 4,
-        order: Annotated[str, typer.Option(help="best, worst or random")] = "best",
-        phase: Annotated[
-            str, typer.Option(help="train, warmstart, scripted, eval_base or eval_trained")
-        ] = "train",
-        out: Annotated[Path | None, typer.Option(help="Write step_NNNN.jsonl files here.")] = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Sampled completions of chosen steps with their reward components."""
-        page = guarded(lambda: tools.sample_traces(run_id, step, n, order, phase))  # type: ignore[arg-type]
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            heads = page.shared  # whole rows in the files: each shared head put back
-            for s, rows in page.steps.items():
-                whole = [
-                    r.model_copy(update={f: h + (getattr(r, f) or "") for f, h in heads.items()})
-                    for r in rows
-                ]
-                (out / f"step_{s:04d}.jsonl").write_text(
-                    "".join(r.model_dump_json() + "\n" for r in whole), encoding="utf-8"
-                )
-
-        def render(p: dict[str, Any]) -> None:
-            for field, head in p["shared"].items():
-                console.rule(f"every sample's {field} starts with")
-                console.print(untrusted(head), highlight=False)
-            for s, rows in p["steps"].items():
-                console.rule(f"step {s} ({order} {len(rows)})")
-                for r in rows:
-                    comps = ", ".join(f"{untrusted(k)} {v:.2f}" for k, v in r["components"].items())
-                    console.print(f"[bold]reward {num(r['reward'])}[/bold]  {comps}")
-                    console.print(f"[dim]prompt:[/dim] {untrusted(r['prompt'])}")
-                    if r.get("rendered"):
-                        more = " (after the head above)" if "rendered" in p["shared"] else ""
-                        console.print(f"[dim]rendered{more}:[/dim]")
-                        console.print(untrusted(r["rendered"]), highlight=False)
-                    if r.get("trained"):
-                        more = " (after the head above)" if "trained" in p["shared"] else ""
-                        console.print(f"[dim]trained on{more}:[/dim]")
-                        console.print(untrusted(r["trained"]), highlight=False)
-                    if r.get("episode"):
-                        print_episode(r["episode"])
-                    else:
-                        console.print("[dim]completion:[/dim]")
-                        console.print(untrusted(r["completion"]), highlight=False)
-                    console.print()
-            if p.get("note"):
-                console.print(f"[dim]{untrusted(p['note'])}[/dim]")
-            if out is not None:
-                console.print(f"wrote {len(p['steps'])} file(s) to {out}")
-
-        emit(page.model_dump(mode="json"), as_json, render)
-
-    @run_app.command("pull")
-    def run_pull(
-        run_id: str,
-        out: Annotated[Path | None, typer.Option(help="Folder (default ./RUN_ID-final).")] = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Download a run's final adapter (or weights), from this machine or the Modal Volume."""
-        files = guarded(lambda: tools.pull_run(run_id, out or Path(f"{run_id}-final")))
+    if not follow:
         emit(
-            files, as_json, lambda r: console.print(f"wrote {len(r['files'])} files to {r['out']}")
-        )
-
-    @run_app.command("export")
-    def run_export(
-        run_id: str,
-        out: Annotated[Path, typer.Option(help="A new (or empty) folder for the model.")],
-        merged: Annotated[
-            bool,
-            typer.Option(
-                "--merged/--adapter",
-                help="Merge the LoRA adapter into its base (default), or keep the adapter alone.",
-            ),
-        ] = True,
-        push_to_hub: Annotated[
-            str | None,
-            typer.Option(help="Also upload to this private hub repository (owner/name)."),
-        ] = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Write a run's model for plain transformers: safetensors, tokenizer, chat template.
-
-        A LoRA adapter is merged into the model it trained on, unless --adapter."""
-        from posttrain.cli.progress import progress
-        from posttrain.tools.export import export_run
-
-        # the CLI is the user's own hand: any folder they can write (agents go through MCP,
-        # whose tool confines `out` to the allowed roots)
-        doing = "merging the adapter into its base" if merged else "writing the model"
-        with progress(as_json) as reporter:  # a merge loads the base model: many seconds
-            reporter.update("export", f"export {run_id}", info=doing)
-            result = guarded(
-                lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")])
-            )
-            reporter.forget("export")  # its result says it is done
-
-        def render(r: dict[str, Any]) -> None:
-            how = (
-                f"the adapter merged into {r['base']}"
-                if r["merged"]
-                else ("the LoRA adapter alone" if r["adapter_only"] else "the full weights")
-            )
-            console.print(f"wrote {len(r['files'])} files to {r['out']}: {how}")
-            console.print(f"load it with {r['loads_with']}", highlight=False)
-            if r["pushed_to"]:
-                console.print(f"pushed to {r['pushed_to']} (private)")
-
-        emit(result.model_dump(mode="json"), as_json, render)
-
-    @run_app.command("cancel")
-    def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
-        """Stop a run (after its current step; killed if it does not stop in 20 s)."""
-        result = guarded(lambda: tools.cancel_run(run_id))
-        emit(
-            result.model_dump(mode="json"),
+            page.model_dump(mode="json"),
             as_json,
-            lambda r: console.print(
-                f"{r['run_id']}: {'stopped' if r['stopped'] else 'NOT stopped'} "
-                f"({r['how']}); status {r['status']}"
-            ),
+            lambda _: print_lines(page) if page.lines else console.print("no log lines"),
         )
+        return
+    from posttrain.cli.progress import Reporter, mode_for
+
+    # In a pipe, a quiet run still gets a line every 15 s (what it waits on); with --json
+    # the log lines are the stream, and a terminal shows the lines as they come.
+    reporter = Reporter("lines" if mode_for(as_json) == "lines" else "quiet")
+    with reporter.running():
+        print_lines(page)
+        cursor = page.cursor
+        while page.status not in FINAL_STATUSES:
+            page = guarded(
+                lambda c=cursor: tools.tail_logs(
+                    run_id, tail=500, after=c, follow_s=5, search=search
+                )
+            )
+            if page.lines:
+                print_lines(page)
+                reporter.heard()
+            else:
+                reporter.update(run_id, f"{run_id}: {page.status}", info="(no new log line)")
+            cursor = page.cursor
+        reporter.forget(run_id)  # the end is the last log line, not a status line
+
+
+def run_trace(
+    run_id: str,
+    step: Annotated[str, typer.Option(help="first, last, 1,4-9 ...")] = "first,last",
+    n: Annotated[int, typer.Option(min=1, max=64)] = 4,
+    order: Annotated[str, typer.Option(help="best, worst or random")] = "best",
+    phase: Annotated[
+        str, typer.Option(help="train, warmstart, scripted, eval_base or eval_trained")
+    ] = "train",
+    out: Annotated[Path | None, typer.Option(help="Write step_NNNN.jsonl files here.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Sampled completions of chosen steps with their reward components."""
+    page = guarded(lambda: tools.sample_traces(run_id, step, n, order, phase))  # type: ignore[arg-type]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        heads = page.shared  # whole rows in the files: each shared head put back
+        for s, rows in page.steps.items():
+            whole = [
+                r.model_copy(update={f: h + (getattr(r, f) or "") for f, h in heads.items()})
+                for r in rows
+            ]
+            (out / f"step_{s:04d}.jsonl").write_text(
+                "".join(r.model_dump_json() + "\n" for r in whole), encoding="utf-8"
+            )
+
+    def render(p: dict[str, Any]) -> None:
+        for field, head in p["shared"].items():
+            console.rule(f"every sample's {field} starts with")
+            console.print(untrusted(head), highlight=False)
+        for s, rows in p["steps"].items():
+            console.rule(f"step {s} ({order} {len(rows)})")
+            for r in rows:
+                comps = ", ".join(f"{untrusted(k)} {v:.2f}" for k, v in r["components"].items())
+                console.print(f"[bold]reward {num(r['reward'])}[/bold]  {comps}")
+                console.print(f"[dim]prompt:[/dim] {untrusted(r['prompt'])}")
+                if r.get("rendered"):
+                    more = " (after the head above)" if "rendered" in p["shared"] else ""
+                    console.print(f"[dim]rendered{more}:[/dim]")
+                    console.print(untrusted(r["rendered"]), highlight=False)
+                if r.get("trained"):
+                    more = " (after the head above)" if "trained" in p["shared"] else ""
+                    console.print(f"[dim]trained on{more}:[/dim]")
+                    console.print(untrusted(r["trained"]), highlight=False)
+                if r.get("episode"):
+                    print_episode(r["episode"])
+                else:
+                    console.print("[dim]completion:[/dim]")
+                    console.print(untrusted(r["completion"]), highlight=False)
+                console.print()
+        if p.get("note"):
+            console.print(f"[dim]{untrusted(p['note'])}[/dim]")
+        if out is not None:
+            console.print(f"wrote {len(p['steps'])} file(s) to {out}")
+
+    emit(page.model_dump(mode="json"), as_json, render)
+
+
+def run_pull(
+    run_id: str,
+    out: Annotated[Path | None, typer.Option(help="Folder (default ./RUN_ID-final).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Download a run's final adapter (or weights), from this machine or the Modal Volume."""
+    files = guarded(lambda: tools.pull_run(run_id, out or Path(f"{run_id}-final")))
+    emit(files, as_json, lambda r: console.print(f"wrote {len(r['files'])} files to {r['out']}"))
+
+
+def run_export(
+    run_id: str,
+    out: Annotated[Path, typer.Option(help="A new (or empty) folder for the model.")],
+    merged: Annotated[
+        bool,
+        typer.Option(
+            "--merged/--adapter",
+            help="Merge the LoRA adapter into its base (default), or keep the adapter alone.",
+        ),
+    ] = True,
+    push_to_hub: Annotated[
+        str | None,
+        typer.Option(help="Also upload to this private hub repository (owner/name)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a run's model for plain transformers: safetensors, tokenizer, chat template.
+
+    A LoRA adapter is merged into the model it trained on, unless --adapter."""
+    from posttrain.cli.progress import progress
+    from posttrain.tools.export import export_run
+
+    # the CLI is the user's own hand: any folder they can write (agents go through MCP,
+    # whose tool confines `out` to the allowed roots)
+    doing = "merging the adapter into its base" if merged else "writing the model"
+    with progress(as_json) as reporter:  # a merge loads the base model: many seconds
+        reporter.update("export", f"export {run_id}", info=doing)
+        result = guarded(lambda: export_run(run_id, out, merged, push_to_hub, roots=[Path("/")]))
+        reporter.forget("export")  # its result says it is done
+
+    def render(r: dict[str, Any]) -> None:
+        how = (
+            f"the adapter merged into {r['base']}"
+            if r["merged"]
+            else ("the LoRA adapter alone" if r["adapter_only"] else "the full weights")
+        )
+        console.print(f"wrote {len(r['files'])} files to {r['out']}: {how}")
+        console.print(f"load it with {r['loads_with']}", highlight=False)
+        if r["pushed_to"]:
+            console.print(f"pushed to {r['pushed_to']} (private)")
+
+    emit(result.model_dump(mode="json"), as_json, render)
+
+
+def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
+    """Stop a run (after its current step; killed if it does not stop in 20 s)."""
+    result = guarded(lambda: tools.cancel_run(run_id))
+    emit(
+        result.model_dump(mode="json"),
+        as_json,
+        lambda r: console.print(
+            f"{r['run_id']}: {'stopped' if r['stopped'] else 'NOT stopped'} "
+            f"({r['how']}); status {r['status']}"
+        ),
+    )
+
+
+def register(app: typer.Typer, run_app: typer.Typer) -> None:
+    """Add the `run` group's commands."""
+    run_app.command("start")(run_start)
+    run_app.command("list")(run_list)
+    run_app.command("get")(run_get)
+    run_app.command("logs")(run_logs)
+    run_app.command("trace")(run_trace)
+    run_app.command("pull")(run_pull)
+    run_app.command("export")(run_export)
+    run_app.command("cancel")(run_cancel)
 
 
 def print_episode(episode: dict[str, Any]) -> None:
