@@ -366,18 +366,21 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 @contextlib.contextmanager
-def trained_run(tmp_path_factory, rows: list[dict], spec: dict, name: str = "rows.jsonl"):
-    """A run launched in its own home on `rows` (written there as `name`, the spec's
-    dataset.path): yields (home, run_id) once it has succeeded; its processes are killed
-    after."""
+def trained_run(
+    tmp_path_factory, spec: dict, rows: list[dict] | None = None, name: str = "rows.jsonl"
+):
+    """A run launched in its own home (on `rows`, when given, written there as `name`, the
+    spec's dataset.path): yields (home, run_id) once it has succeeded; its processes are
+    killed after."""
     from posttrain.tools.launch import launch
 
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("home")
         mp.setenv("POSTTRAIN_HOME", str(home))
-        data = home / name
-        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        spec = {**spec, "dataset": {**spec["dataset"], "path": str(data)}}
+        if rows is not None:
+            data = home / name
+            data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            spec = {**spec, "dataset": {**spec["dataset"], "path": str(data)}}
         run_id = launch(spec).run_id
         detail = wait_finished(run_id, 300)
         assert detail.status == "succeeded", detail.cause

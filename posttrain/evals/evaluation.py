@@ -130,29 +130,10 @@ DEGENERATE_CAUSE = (
 )
 
 
-def evaluate_run(
-    run_dir: Path,
-    generate: Any,
-    *,
-    k: int = 4,
-    base_passes: int = 3,
-    max_tasks: int = 200,
-    threshold: float | None = None,
-    seed: int = 0,
-    judge: dict[str, Any] | None = None,
-) -> EvalResult:
+def evaluate_run(run_dir: Path, generate: Any, **options: Any) -> EvalResult:
     """Evaluate one finished run; `generate(job) -> {"base", "trained", "nll"}` runs the
-    models (in a local child, or on Modal)."""
-    return evaluate_runs(
-        [run_dir],
-        [generate],
-        k=k,
-        base_passes=base_passes,
-        max_tasks=max_tasks,
-        threshold=threshold,
-        seed=seed,
-        judge=judge,
-    )
+    models (in a local child, or on Modal); `options` as evaluate_runs takes them."""
+    return evaluate_runs([run_dir], [generate], **options)
 
 
 def evaluate_runs(

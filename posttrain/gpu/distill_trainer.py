@@ -58,13 +58,9 @@ def check_vocabularies(student: Any, teacher: Any, names: tuple[str, str]) -> No
         )
 
 
-def run_distill(
-    job: Job,
-    resume: str | None = None,
-    extra_callbacks: tuple[Any, ...] = (),
-    proof: bool = True,
-) -> Any:
-    """The student learns the teacher's distribution on its own samples; returns the trainer."""
+def distill_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = True) -> Any:
+    """TRL's DistillationTrainer: the student learns the teacher's distribution on its own
+    samples; not trained."""
     from datasets import Dataset
     from trl import DistillationConfig, DistillationTrainer
 
@@ -111,5 +107,4 @@ def run_distill(
         f"train distillation from teacher {a.teacher} ({teacher}): the student samples, "
         f"the teacher's next-token distribution is the target"
     )
-    trainer.train(resume_from_checkpoint=resume)
     return trainer

@@ -21,10 +21,10 @@ from posttrain.gpu.trainers import Job, SftSettings, run_sft
 TRAINERS = {
     GRPO.name: "posttrain.gpu.trainers:run_grpo",
     DPO.name: "posttrain.gpu.dpo_trainer:dpo_trainer",
-    DISTILL.name: "posttrain.gpu.distill_trainer:run_distill",
+    DISTILL.name: "posttrain.gpu.distill_trainer:distill_trainer",
     KTO.name: "posttrain.gpu.kto_trainer:kto_trainer",
 }
-BUILT = {DPO.name, KTO.name}
+BUILT = {DPO.name, KTO.name, DISTILL.name}
 
 
 def _sft(job: Job, **more: Any) -> Any:

@@ -64,17 +64,9 @@ def plan_evaluation(
     """What an evaluation measures and costs, resolved once (a plan given is returned)."""
     if isinstance(run_id, EvalPlan):
         return run_id
-    return resolve_evaluation(
-        run_id,
-        ctx or Context(),
-        k=k,
-        base_passes=base_passes,
-        max_tasks=max_tasks,
-        threshold=threshold,
-        seed=seed,
-        judge=judge,
-        roots=roots,
-    )
+    options = {"k": k, "base_passes": base_passes, "max_tasks": max_tasks}
+    options |= {"threshold": threshold, "seed": seed, "judge": judge, "roots": roots}
+    return resolve_evaluation(run_id, ctx or Context(), **options)
 
 
 def eval_question(plan: EvalPlan, confirmation_token: str | None = None) -> str | None:

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from posttrain.tools.evaluate import evaluate
-from posttrain.tools.launch import launch
-from tests.conftest import free_port, kill_leftover_runs, wait_finished
+from tests.conftest import free_port, trained_run
 from tests.dashboard.conftest import dashboard, status_of
 
 pytestmark = pytest.mark.slow
@@ -54,15 +53,10 @@ SPEC = {
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """A finished, evaluated run and the dashboard serving it."""
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        run_id = launch(SPEC).run_id
-        assert wait_finished(run_id, 300).status == "succeeded"
+    with trained_run(tmp_path_factory, SPEC) as (home, run_id):
         evaluate(run_id, k=2, max_tasks=20)
         with dashboard(home) as url:
             yield url, home, run_id
-        kill_leftover_runs(home)
 
 
 def _body(url: str) -> str:

@@ -9,7 +9,7 @@ from posttrain.evals.evaluation import evaluate_run
 from posttrain.tools.evaluate import evaluate
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run
-from tests.conftest import kill_leftover_runs, wait_finished
+from tests.conftest import kill_leftover_runs, trained_run, wait_finished
 from tests.specs import EVAL_RUN
 
 pytestmark = pytest.mark.slow
@@ -17,14 +17,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        run_id = launch(EVAL_RUN).run_id
-        detail = wait_finished(run_id, 300)
-        assert detail.status == "succeeded", detail.cause
-        yield home, run_id
-        kill_leftover_runs(home)
+    with trained_run(tmp_path_factory, EVAL_RUN) as run:
+        yield run
 
 
 def test_when_the_trained_model_is_the_base_itself_the_verdict_is_not_improved(

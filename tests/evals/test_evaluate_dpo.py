@@ -31,7 +31,7 @@ def dpo_run(tmp_path_factory):
     spec = small_full_run(
         "dpo", prompt_column="ask", chosen_column="rhymes", rejected_column="does_not"
     )
-    with trained_run(tmp_path_factory, pairs(90), spec, "pairs.jsonl") as run:
+    with trained_run(tmp_path_factory, spec, pairs(90), "pairs.jsonl") as run:
         yield run
 
 

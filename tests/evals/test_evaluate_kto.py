@@ -30,7 +30,7 @@ def feedback(n: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def kto_run(tmp_path_factory):
     spec = small_full_run("kto", prompt_column="ask", response_column="reply", label_column="thumb")
-    with trained_run(tmp_path_factory, feedback(90), spec, "feedback.jsonl") as run:
+    with trained_run(tmp_path_factory, spec, feedback(90), "feedback.jsonl") as run:
         yield run
 
 

@@ -18,8 +18,7 @@ from posttrain.jobs.detached import PROCESS, cancel_job, get_job, jobs_root
 from posttrain.runs.layout import process_alive, read_json
 from posttrain.server.app import build_server
 from posttrain.tools.evaluate import start_evaluate
-from posttrain.tools.launch import launch
-from tests.conftest import ROOT, kill_leftover_runs, wait_finished, wait_for
+from tests.conftest import ROOT, kill_leftover_runs, trained_run, wait_for
 from tests.specs import EVAL_RUN
 
 MODES = ("legacy", "2026-07-28")
@@ -61,14 +60,8 @@ def test_a_job_reads_done_only_once_its_result_is_written(home):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("POSTTRAIN_HOME", str(home))
-        run_id = launch(EVAL_RUN).run_id
-        detail = wait_finished(run_id, 300)
-        assert detail.status == "succeeded", detail.cause
-        yield home, run_id
-        kill_leftover_runs(home)
+    with trained_run(tmp_path_factory, EVAL_RUN) as run:
+        yield run
         for process in jobs_root().glob("*/" + PROCESS):  # a job a failed test left running
             pid = read_json(process).get("pid")
             if pid and process_alive(pid):

@@ -21,21 +21,9 @@ from posttrain.tools.launch import launch
 from posttrain.tools.runs import get_run, list_runs, tail_logs
 from tests.conftest import free_port, kill_leftover_runs, wait_for, wait_listening
 from tests.runs.test_store import make_run
+from tests.specs import tiny
 
-SMALL = {
-    "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
-    "reward": "rhyme",
-    "algorithm": {
-        "steps": 6,
-        "lora": None,
-        "learning_rate": 5e-4,
-        "batch_size": 8,
-        "num_generations": 4,
-        "max_completion_length": 24,
-        "save_every": 0,
-        "traces": {"every": 0, "samples": 2},
-    },
-}
+SMALL = tiny(steps=6, max_completion_length=24)
 
 
 def start_http_server(home: Path) -> tuple[subprocess.Popen, str]:

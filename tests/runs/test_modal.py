@@ -19,23 +19,11 @@ from posttrain.runs.modal_backend import ModalBackend
 from posttrain.tools.launch import launch
 from posttrain.tools.runs import cancel_run, get_run, list_runs, pull_run, sample_traces
 from tests.conftest import wait_finished, wait_for
+from tests.specs import tiny
 
 pytestmark = pytest.mark.slow
 
-TINY = {
-    "dataset": {"builtin": "rhyme-gym", "n_rows": 64, "system_prompt": "answer in rhyme"},
-    "reward": "rhyme",
-    "algorithm": {
-        "steps": 4,
-        "lora": None,
-        "learning_rate": 5e-4,
-        "batch_size": 8,
-        "num_generations": 4,
-        "max_completion_length": 24,
-        "save_every": 2,
-        "traces": {"every": 2, "samples": 2},
-    },
-}
+TINY = tiny(steps=4, max_completion_length=24, save_every=2, traces={"every": 2, "samples": 2})
 MODAL = {**TINY, "compute": {"backend": "modal", "gpu": "A10", "timeout_s": 600}}
 
 
