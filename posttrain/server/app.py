@@ -413,7 +413,7 @@ def build_server(run_ctx: RunContext | None = None, roots: list | None = None) -
         """Progress notifications for the first seconds of a local run, stage by stage (a
         remote run reports once: it takes minutes to reach its first stage)."""
         row = rc.index.get(run_id)
-        if row is not None and row["backend"] != "local":
+        if row is not None and row.backend != "local":
             wait_s = 0.0
         # The first look is always reported: a run still queued, or whose trainer is still
         # importing, has no stage yet, and a client that heard nothing knows nothing.
