@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.runs.layout import runs_root
+from posttrain.runs.run_row import RunRow
 
 
 class PaidBackendDouble:
@@ -46,7 +47,7 @@ class PaidBackendDouble:
     def leftover(self, run_dir: Path) -> list[str]:
         return []
 
-    def cost_usd(self, row: dict[str, Any]) -> float:
+    def cost_usd(self, row: RunRow) -> float:
         return 0.0
 
     def unreachable(self, run_dir: Path) -> str | None:

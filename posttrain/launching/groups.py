@@ -25,6 +25,7 @@ from posttrain.reports.run_models import GROUP_ID_PREFIX, id_kind
 from posttrain.runs.backend import submit_and_record
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
+from posttrain.runs.run_row import RunRow
 from posttrain.spec.run_plan import CostEstimate
 from posttrain.spec.schema import MAX_NAME, RunSpec, load_spec
 
@@ -128,18 +129,18 @@ def group_question(group: GroupPlan) -> str:
 def group_runs(ctx: Any, group_id: str) -> list[str]:
     """The runs of a group, in seed order."""
     ctx.refresh()
-    rows = [r for r in ctx.index.list_runs(limit=10_000) if r.get("group_id") == group_id]
+    rows = [r for r in ctx.index.list_runs(limit=10_000) if r.group_id == group_id]
     if not rows:
         raise ConfigError(
             f"no {id_kind(group_id)} '{group_id}'; list runs with `posttrain run list`"
         )
 
-    def order(row: dict[str, Any]) -> tuple[int, int]:  # an experiment's arms, then seeds
-        meta = read_json(ctx.root / row["run_id"] / RUN_META)
+    def order(row: RunRow) -> tuple[int, int]:  # an experiment's arms, then seeds
+        meta = read_json(ctx.root / row.run_id / RUN_META)
         return meta.get("arm_index", 0), meta.get("seed", 0)
 
     rows.sort(key=order)
-    return [r["run_id"] for r in rows]
+    return [r.run_id for r in rows]
 
 
 def existing_group(ctx: Any, group: GroupPlan) -> list[str] | None:

@@ -18,6 +18,7 @@ from posttrain.pricing.eval_cost import eval_cost
 from posttrain.reports.run_models import id_kind
 from posttrain.rewards.judge.metric import evaluation_judge, metric_params
 from posttrain.runs.layout import RUN_META, SPEC, read_json
+from posttrain.runs.run_row import RunRow
 from posttrain.spec.eval_plan import EvalPlan, EvalRun, Names
 from posttrain.spec.schema import load_spec
 
@@ -45,18 +46,16 @@ def resolve_evaluation(
     names, rows = named_runs(ctx, run_id)
     skipped = []
     if names == "experiment":  # a failed arm does not stop the others
-        skipped = [f"{r['run_id']} ({r['status']})" for r in rows if r["status"] in UNFINISHED_ARM]
-        rows = [r for r in rows if r["status"] not in UNFINISHED_ARM]
+        skipped = [f"{r.run_id} ({r.status})" for r in rows if r.status in UNFINISHED_ARM]
+        rows = [r for r in rows if r.status not in UNFINISHED_ARM]
         if not rows:
             raise ConfigError(
                 f"no run of experiment {run_id} succeeded ({', '.join(skipped)}); resume it "
                 f"with launch and evaluate once its runs succeed"
             )
     for row in rows:
-        if row["status"] != "succeeded":
-            raise ConfigError(
-                f"run {row['run_id']} is {row['status']}; evaluate runs that succeeded"
-            )
+        if row.status != "succeeded":
+            raise ConfigError(f"run {row.run_id} is {row.status}; evaluate runs that succeeded")
     runs = [_eval_run(row, names) for row in rows]
     metas = [read_json(run.path / RUN_META) for run in runs]
     chosen = evaluation_judge(given, load_spec(runs[0].path / SPEC))
@@ -76,7 +75,7 @@ def resolve_evaluation(
     )
 
 
-def named_runs(ctx: Any, some_id: str) -> tuple[Names, list[dict[str, Any]]]:
+def named_runs(ctx: Any, some_id: str) -> tuple[Names, list[RunRow]]:
     """What an id names and its runs' index rows: one run, every seed of a group, or every
     arm x seed of an experiment (in its order: arm, then seed)."""
     names = id_kind(some_id)
@@ -84,16 +83,16 @@ def named_runs(ctx: Any, some_id: str) -> tuple[Names, list[dict[str, Any]]]:
     return names, [ctx.run(one) for one in ids]
 
 
-def _eval_run(row: dict[str, Any], names: Names) -> EvalRun:
+def _eval_run(row: RunRow, names: Names) -> EvalRun:
     """Where a run generates: on this machine (a local run needs its final model here), or
     on its GPU on the backend that trained it."""
-    run_dir = Path(row["run_dir"])
+    run_dir = row.path
     meta = read_json(run_dir / RUN_META)
-    backend = meta.get("backend") or row.get("backend") or "local"
+    backend = meta.get("backend") or row.backend_name
     if backend == "local" and not (run_dir / "final").is_dir():
         raise ConfigError(f"run {run_dir.name} has no final model; evaluate a finished run")
     return EvalRun(
-        run_id=row["run_id"],
+        run_id=row.run_id,
         run_dir=str(run_dir),
         backend=backend,
         gpu=None if backend == "local" else meta.get("gpu") or "H100",

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.pricing.cost import price_text
 from posttrain.pricing.eval_cost import judge_words
-from posttrain.runs.layout import FINAL_STATUSES
 
 if TYPE_CHECKING:
     from posttrain.spec.eval_plan import EvalPlan
@@ -102,13 +101,13 @@ def still_counts(ctx: Any, run_id: str, explicit: bool) -> bool:
     row = ctx.index.get(run_id)
     if row is None:
         return True  # its folder exists but the index has not read it yet: it is live
-    backend = ctx.backends.get(row["backend"] or "local")
+    backend = ctx.backends.get(row.backend_name)
     if backend is not None and backend.leftover(ctx.root / run_id):
         return True
     if explicit:
-        fresh = (row["created_at"] or 0) > time.time() - EXPLICIT_KEY_TTL_S
-        return fresh and row["status"] not in ("failed", "cancelled")
-    return row["status"] not in FINAL_STATUSES
+        fresh = (row.created_at or 0) > time.time() - EXPLICIT_KEY_TTL_S
+        return fresh and row.status not in ("failed", "cancelled")
+    return not row.is_final
 
 
 def existing_run(ctx: Any, plan: RunPlan) -> str | None:

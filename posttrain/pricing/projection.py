@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.runs.layout import billed_usd_per_s
+from posttrain.runs.run_row import RunRow
 
 PROJECTION_WINDOW = 10  # the last steps whose times project the rest
 OVER_ESTIMATE = 2.0  # a projection this many times the approved estimate is a health warning
@@ -51,7 +52,7 @@ def _median_recent(metrics: list[dict[str, Any]], phase: str) -> float | None:
 
 
 def project(
-    row: dict[str, Any],
+    row: RunRow,
     metrics: list[dict[str, Any]],
     meta: dict[str, Any],
     timeout_s: int | None,
@@ -59,18 +60,18 @@ def project(
     now: float | None = None,
 ) -> Projection | None:
     """The projection of a live run (None once it has ended)."""
-    if row["status"] not in ("queued", "running"):
+    if row.status not in ("queued", "running"):
         return None
     now = now or time.time()
-    start = meta.get("created_at") or row.get("created_at") or now
+    start = meta.get("created_at") or row.created_at or now
     usd_per_s = billed_usd_per_s(meta)
     approved = meta.get("expected_usd")
     timeout_at = start + timeout_s if timeout_s else None
     train_s = _median_recent(metrics, "train")
     warm_s = _median_recent(metrics, "warmstart")
-    total, step = int(row.get("total_steps") or 0), int(row.get("step") or 0)
-    warm_total = int(row.get("warmstart_steps") or 0)
-    warming = row.get("phase") == "warmstart"
+    total, step = row.total_steps or 0, row.step
+    warm_total = row.warmstart_steps or 0
+    warming = row.phase == "warmstart"
     if warming:  # `step` counts warm-start steps; every training step is still to come
         warm_left, train_left = max(0, warm_total - step), total
         per_train = train_s or meta.get("step_s")  # not measured yet: the plan's estimate

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.rewards.text import end_word, verse_lines
-from posttrain.runs.layout import FINAL_STATUSES
+from posttrain.runs.run_row import RunRow
 
 WINDOW = 10
 JUMP_STEPS = 20  # a rise from low to near the maximum within this many steps is a jump
@@ -215,13 +215,13 @@ def evaluation_summary(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def dry_run_summary(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any] | None:
+def dry_run_summary(row: RunRow, spec: dict[str, Any]) -> dict[str, Any] | None:
     """What a dry run proved (from its `dry_run` event), or that one is under way."""
     if not (spec.get("model") or {}).get("stand_in"):
         return None
     from posttrain.gpu.dryrun import CANNOT_PROVE
 
-    found = json.loads(row["dry_run"]) if row.get("dry_run") else {}
+    found = json.loads(row.dry_run) if row.dry_run else {}
     return {
         "rewards": "not meaningful: the stand-in has random weights, so reward health "
         "checks are skipped for this run",
@@ -229,15 +229,13 @@ def dry_run_summary(row: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]
         **found,
         "complete": bool(found),
         # complete, under way, or how the run ended without completing it (failed, cancelled)
-        "state": "complete"
-        if found
-        else (row["status"] if row.get("status") in FINAL_STATUSES else "under way"),
+        "state": "complete" if found else (row.status if row.is_final else "under way"),
     }
 
 
 def run_health(
     ctx: Any,
-    row: dict[str, Any],
+    row: RunRow,
     metrics: list[dict[str, Any]],
     spec: dict[str, Any],
     heldout: list[dict[str, Any]] | None = None,
@@ -253,8 +251,8 @@ def run_health(
     except Exception:  # a reward that no longer loads still has metrics worth checking
         low, top = None, None
     span = top - low if low is not None and top is not None and math.isfinite(top - low) else None
-    steps = ctx.index.trace_steps(row["run_id"])
-    latest = ctx.index.traces(row["run_id"], steps[-1:]) if steps else []
+    steps = ctx.index.trace_steps(row.run_id)
+    latest = ctx.index.traces(row.run_id, steps[-1:]) if steps else []
     return warnings(
         metrics,
         [t["completion"] or "" for t in latest],

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from posttrain.core.errors import BackendError
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic, write_result
+from posttrain.runs.run_row import RunRow
 
 if TYPE_CHECKING:
     from posttrain.spec.run_plan import RunPlan
@@ -55,7 +56,7 @@ class Backend(Protocol):
 
     def cancel(self, run_dir: Path, grace_s: float = ...) -> dict[str, Any]: ...
 
-    def cost_usd(self, row: dict[str, Any]) -> float: ...
+    def cost_usd(self, row: RunRow) -> float: ...
 
     def unreachable(self, run_dir: Path) -> str | None: ...
 

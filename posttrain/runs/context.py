@@ -12,14 +12,14 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from posttrain.core.errors import NotFoundError
 from posttrain.core.paths import home
 from posttrain.runs.backend import Backend
-from posttrain.runs.layout import FINAL_STATUSES, check_run_id, has_result, runs_root
+from posttrain.runs.layout import check_run_id, has_result, runs_root
 from posttrain.runs.local import LocalBackend
 from posttrain.runs.modal_backend import ModalBackend
+from posttrain.runs.run_row import RunRow
 from posttrain.runs.store import Store
 
 STALL_AFTER_S = float(os.environ.get("POSTTRAIN_STALL_S", "180"))  # no event for this long
@@ -64,14 +64,14 @@ class Context:
         self.index.sync(ids)
         rows = [self.index.get(run_id)] if run_id else self.index.list_runs(limit=10_000)
         for row in rows:
-            if not row or row["status"] in FINAL_STATUSES:
+            if not row or row.is_final:
                 continue
-            backend = self.backends.get(row["backend"] or "local")
-            if backend is not None and backend.reconcile(Path(row["run_dir"])):
+            backend = self.backends.get(row.backend_name)
+            if backend is not None and backend.reconcile(row.path):
                 # the backend wrote or mirrored events: read them now
-                self.index.ingest(Path(row["run_dir"]), final=has_result(Path(row["run_dir"])))
+                self.index.ingest(row.path, final=has_result(row.path))
 
-    def run(self, run_id: str) -> dict[str, Any]:
+    def run(self, run_id: str) -> RunRow:
         """The run's index row after a refresh, or NotFoundError."""
         check_run_id(run_id)
         if not (self.root / run_id).is_dir():
@@ -85,13 +85,13 @@ class Context:
     def backend(self, name: str) -> Backend:
         return self.backends[name]
 
-    def cost_usd(self, row: dict[str, Any]) -> float:
-        backend = self.backends.get(row.get("backend") or "local")
+    def cost_usd(self, row: RunRow) -> float:
+        backend = self.backends.get(row.backend_name)
         return backend.cost_usd(row) if backend is not None else 0.0
 
 
-def is_stalled(row: dict[str, Any], now: float | None = None) -> bool:
+def is_stalled(row: RunRow, now: float | None = None) -> bool:
     """Running, but silent for longer than STALL_AFTER_S (heartbeats come every 10 s)."""
-    if row["status"] != "running" or not row.get("last_event_at"):
+    if row.status != "running" or not row.last_event_at:
         return False
-    return (now or time.time()) - row["last_event_at"] > STALL_AFTER_S
+    return (now or time.time()) - row.last_event_at > STALL_AFTER_S

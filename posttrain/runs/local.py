@@ -37,6 +37,7 @@ from posttrain.runs.layout import (
 )
 from posttrain.runs.queue import SUBMIT_GRACE_S
 from posttrain.runs.run_lock import judging
+from posttrain.runs.run_row import RunRow
 
 DEATH_GRACE_S = 1.0  # a run that looks dead is looked at again after this before it is failed
 LEFTOVER_AFTER_S = 10.0  # processes past their run's result this long are left over, not exiting
@@ -148,7 +149,7 @@ class LocalBackend:
     def ready(self) -> None:
         """This machine can always start a run (it may queue)."""
 
-    def cost_usd(self, row: dict[str, Any]) -> float:
+    def cost_usd(self, row: RunRow) -> float:
         return 0.0  # this machine
 
     def unreachable(self, run_dir: Path) -> str | None:

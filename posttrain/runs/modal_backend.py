@@ -53,6 +53,7 @@ from posttrain.runs.layout import (
 )
 from posttrain.runs.queue import SUBMIT_GRACE_S
 from posttrain.runs.run_lock import judging
+from posttrain.runs.run_row import RunRow
 from posttrain.spec.schema import RunSpec
 
 APP_NAME, TRAIN_FUNCTION, GENERATE_FUNCTION = "posttrain", "train_run", "generate"
@@ -454,14 +455,14 @@ class ModalBackend:
 
         return generate
 
-    def cost_usd(self, row: dict[str, Any]) -> float:
-        meta = read_json(Path(row["run_dir"]) / RUN_META)
-        start = meta.get("submitted_at") or meta.get("created_at") or row.get("created_at")
+    def cost_usd(self, row: RunRow) -> float:
+        meta = read_json(row.path / RUN_META)
+        start = meta.get("submitted_at") or meta.get("created_at") or row.created_at
         if not start:
             return 0.0
         # from the spawn (an upper bound: Modal bills from the container's start) to the run's
         # result, and the container's end after it (its last commit and exit are billed too)
-        end = row["ended_at"] + CONTAINER_END_S if row.get("ended_at") else time.time()
+        end = row.ended_at + CONTAINER_END_S if row.ended_at else time.time()
         return round(max(0.0, end - start) * billed_usd_per_s(meta), 4)
 
     def pull(self, run_dir: Path, out: Path, folder: str = "final") -> list[Path]:

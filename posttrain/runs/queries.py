@@ -8,26 +8,28 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from posttrain.runs.run_row import RunRow
+
 
 class Queries:
     """The index's read side; `db` is the calling thread's connection."""
 
     db: sqlite3.Connection
 
-    def get(self, run_id: str) -> dict[str, Any] | None:
+    def get(self, run_id: str) -> RunRow | None:
         row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        return dict(row) if row else None
+        return RunRow.from_sql(row) if row else None
 
     def list_runs(
         self, status: str | None = None, since: float | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunRow]:
         sql, args = "SELECT * FROM runs WHERE 1=1", []
         if status:
             sql, args = sql + " AND status=?", [*args, status]
         if since:
             sql, args = sql + " AND created_at>=?", [*args, since]
         sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
-        return [dict(r) for r in self.db.execute(sql, [*args, limit])]
+        return [RunRow.from_sql(r) for r in self.db.execute(sql, [*args, limit])]
 
     def metrics(self, run_id: str, phase: str | None = "train") -> list[dict[str, Any]]:
         sql = "SELECT phase, step, t, data FROM metrics WHERE run_id=?"

@@ -169,7 +169,7 @@ async def report_start(ctx: Context, run_id: str, wait_s: float = 5.0) -> None:
     remote run reports once: it takes minutes to reach its first stage)."""
     rc = state_of(ctx).run_ctx
     row = rc.index.get(run_id)
-    if row is not None and row["backend"] != "local":
+    if row is not None and row.backend != "local":
         wait_s = 0.0
     # The first look is always reported: a run still queued, or whose trainer is still
     # importing, has no stage yet, and a client that heard nothing knows nothing.

@@ -175,9 +175,9 @@ def resume(group: GroupPlan, ctx: Any) -> GroupPlan:
     for run_id in runs:
         meta = read_json(ctx.root / run_id / RUN_META)
         row = ctx.index.get(run_id)
-        backend = ctx.backends.get((row or {}).get("backend") or "local")
+        backend = ctx.backends.get(row.backend_name if row else "local")
         live = backend is not None and backend.leftover(ctx.root / run_id)
-        if row is None or live or row["status"] not in ("failed", "cancelled"):
+        if row is None or live or row.status not in ("failed", "cancelled"):
             held.add((meta.get("arm"), meta.get("seed")))
         else:
             lost.append(run_id)

@@ -35,6 +35,7 @@ from posttrain.jobs.detached import find_job, start_job
 from posttrain.runs import forkserver
 from posttrain.runs.context import Context
 from posttrain.runs.layout import RUN_META, SPEC, read_json
+from posttrain.runs.run_row import RunRow
 from posttrain.spec.schema import load_spec
 
 EXPORT_TIMEOUT_S = 3600  # a 4B model merges in minutes on a CPU; past an hour something hangs
@@ -63,8 +64,8 @@ def export_run(
     """Write run_id's trained model into the new folder `out` (confined to `roots`)."""
     ctx = ctx or Context()
     row, spec, target = _checked(run_id, out, push_to_hub, ctx, roots)
-    run_dir = Path(row["run_dir"])
-    backend = ctx.backend(row["backend"] or "local")
+    run_dir = row.path
+    backend = ctx.backend(row.backend_name)
     _fetch(backend, run_dir, spec)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
@@ -95,11 +96,11 @@ def export_run(
 
 def _checked(
     run_id: str, out: str | Path, push_to_hub: str | None, ctx: Context, roots: list[Path] | None
-) -> tuple[dict[str, Any], Any, Path]:
+) -> tuple[RunRow, Any, Path]:
     """What an export can be refused for, checked in a moment: the run, the hub name and the
     folder (confined to `roots`, new or empty)."""
     row = ctx.run(run_id)
-    spec = load_spec(Path(row["run_dir"]) / SPEC)
+    spec = load_spec(row.path / SPEC)
     if spec.model.stand_in:
         raise ConfigError(
             f"run {run_id} is a dry run: its model is a random-weight stand-in, nothing worth "

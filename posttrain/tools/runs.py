@@ -36,7 +36,8 @@ from posttrain.reports.run_models import (
     id_kind,
 )
 from posttrain.runs.context import Context, is_stalled
-from posttrain.runs.layout import FINAL_STATUSES, RUN_META, SPEC, read_json
+from posttrain.runs.layout import RUN_META, SPEC, read_json
+from posttrain.runs.run_row import RunRow
 
 MAX_LOG_LINES = 2000
 MAX_TRACE_SAMPLES = 64
@@ -47,29 +48,29 @@ MAX_FOLLOW_S = 60.0
 MAX_METRIC_POINTS = 2000  # per-step metrics in a verbose get_run
 
 
-def _status(row: dict[str, Any]) -> str:
-    return "stalled" if is_stalled(row) else row["status"]
+def _status(row: RunRow) -> str:
+    return "stalled" if is_stalled(row) else row.status
 
 
-def _summary_fields(row: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+def _summary_fields(row: RunRow, now: float, ctx: Context) -> dict[str, Any]:
     return {
-        "run_id": row["run_id"],
-        "name": row["name"],
+        "run_id": row.run_id,
+        "name": row.name,
         "status": _status(row),
-        "stage": row["stage"],
-        "model": row["model"],
-        "kind": row["kind"],
-        "backend": row["backend"],
-        "step": row["step"] or 0,
-        "total_steps": row["total_steps"],
-        "reward": row["reward"],
-        "best_reward": row["best_reward"],
-        "created_at": row["created_at"],
-        "age_s": round(now - row["created_at"], 1) if row["created_at"] else None,
+        "stage": row.stage,
+        "model": row.model,
+        "kind": row.kind,
+        "backend": row.backend,
+        "step": row.step,
+        "total_steps": row.total_steps,
+        "reward": row.reward,
+        "best_reward": row.best_reward,
+        "created_at": row.created_at,
+        "age_s": round(now - row.created_at, 1) if row.created_at else None,
         "cost_usd": ctx.cost_usd(row),
-        "group_id": row.get("group_id"),
-        "seed": row.get("seed"),
-        "arm": row.get("arm"),
+        "group_id": row.group_id,
+        "seed": row.seed,
+        "arm": row.arm,
     }
 
 
@@ -91,7 +92,7 @@ def list_runs(
         "running" if want_stalled else status, since, limit=max(1, min(limit, 1000))
     )
     if group_id is not None:
-        rows = [r for r in rows if r.get("group_id") == group_id]
+        rows = [r for r in rows if r.group_id == group_id]
     runs = [RunSummary(**_summary_fields(r, now, ctx)) for r in rows]
     return [r for r in runs if r.status == "stalled"] if want_stalled else runs
 
@@ -120,14 +121,14 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         if m["phase"] == "heldout"
     ]
     rewards = [m["reward"] for m in metrics if isinstance(m.get("reward"), int | float)]
-    start = row["started_at"] or row["created_at"]
-    end = row["ended_at"] if row["status"] in FINAL_STATUSES else now
-    run_dir, backend = Path(row["run_dir"]), ctx.backend(row["backend"] or "local")
+    start = row.started_at or row.created_at
+    end = row.ended_at if row.is_final else now
+    run_dir, backend = row.path, ctx.backend(row.backend_name)
     spec = read_json(run_dir / SPEC)
     summary = _summary_fields(row, now, ctx)
-    summary["stage"] = row["stage"] or backend.waiting(run_dir)
+    summary["stage"] = row.stage or backend.waiting(run_dir)
     timeout = (spec.get("compute") or {}).get("timeout_s")
-    meta = read_json(Path(row["run_dir"]) / RUN_META)
+    meta = read_json(run_dir / RUN_META)
     projection = project(row, every, meta, timeout, summary["cost_usd"], now)
     health = run_health(ctx, row, metrics, spec, heldout)
     if (warning := over_estimate(projection)) and not (spec.get("model") or {}).get("stand_in"):
@@ -135,25 +136,25 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
     return RunDetail(
         **summary,
         projection=projection,
-        phase=row["phase"],
-        warmstart_steps=row["warmstart_steps"],
-        spec_id=row["spec_id"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
+        phase=row.phase,
+        warmstart_steps=row.warmstart_steps,
+        spec_id=row.spec_id,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
         elapsed_s=round(end - start, 1) if start and end else None,
         stalled=is_stalled(row, now),
         unreachable=backend.unreachable(run_dir),
-        cause=row["cause"],
-        still_running=backend.leftover(run_dir) if row["status"] in FINAL_STATUSES else [],
+        cause=row.cause,
+        still_running=backend.leftover(run_dir) if row.is_final else [],
         trend=trend(rewards),
         components=(metrics[-1].get("components") or {}) if metrics else {},
         preference=preference_summary(metrics),
         checkpoints=ctx.index.checkpoints(run_id),
         health=health,
         heldout=heldout,
-        evaluation=evaluation_summary(Path(row["run_dir"])),
-        run_dir=row["run_dir"],
-        torn_lines=row["torn_lines"],
+        evaluation=evaluation_summary(run_dir),
+        run_dir=row.run_dir,
+        torn_lines=row.torn_lines,
         dry_run=dry_run_summary(row, spec),
         metrics=thin(metrics, MAX_METRIC_POINTS) if verbose else None,
     )
@@ -197,7 +198,7 @@ def tail_logs(
             lines = ctx.index.logs(run_id, tail=tail, search=search)
         else:
             lines = ctx.index.logs(run_id, after=after, search=search, limit=tail)
-        if lines or time.time() >= deadline or row["status"] in FINAL_STATUSES:
+        if lines or time.time() >= deadline or row.is_final:
             break
         time.sleep(0.5)
         row = ctx.run(run_id)
@@ -339,7 +340,7 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
         ids.sort(key=lambda r: (meta[r].get("arm_index", 0), meta[r].get("seed", 0)))
         if not ids:
             raise NotFoundError(f"no group or experiment '{run_id}'; list runs with list_runs")
-        queued_first = sorted(ids, key=lambda r: ctx.run(r)["status"] != "queued")
+        queued_first = sorted(ids, key=lambda r: ctx.run(r).status != "queued")
         done = {r: cancel_run(r, grace_s, ctx) for r in queued_first}
         every = [done[r] for r in ids]
         stopped = all(c.stopped for c in every)
@@ -352,11 +353,11 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
             runs=every,
         )
     row = ctx.run(run_id)
-    backend = ctx.backend(row["backend"] or "local")
-    run_dir = Path(row["run_dir"])
-    if row["status"] in FINAL_STATUSES and not backend.leftover(run_dir):
+    backend = ctx.backend(row.backend_name)
+    run_dir = row.path
+    if row.is_final and not backend.leftover(run_dir):
         return CancelResult(
-            run_id=run_id, stopped=True, how=f"already {row['status']}", status=row["status"]
+            run_id=run_id, stopped=True, how=f"already {row.status}", status=row.status
         )
     result = backend.cancel(run_dir, grace_s=grace_s)
     ctx.index.ingest(run_dir, final=True)
@@ -373,12 +374,10 @@ def stage_timeline(run_id: str, ctx: Context | None = None) -> list[Stage]:
     ctx = ctx or Context()
     row = ctx.run(run_id)
     stages = [
-        Stage(stage=e["stage"], t=e["t"])
-        for e in iter_events(Path(row["run_dir"]))
-        if e.get("type") == "stage"
+        Stage(stage=e["stage"], t=e["t"]) for e in iter_events(row.path) if e.get("type") == "stage"
     ]
-    if row["status"] in FINAL_STATUSES and row["ended_at"]:
-        stages.append(Stage(stage=row["status"], t=row["ended_at"]))
+    if row.is_final and row.ended_at:
+        stages.append(Stage(stage=row.status, t=row.ended_at))
     return stages
 
 
@@ -387,7 +386,7 @@ def latest_evaluation(run_id: str, ctx: Context | None = None) -> dict[str, Any]
     from posttrain.evals.evaluation import latest
 
     ctx = ctx or Context()
-    return latest(Path(ctx.run(run_id)["run_dir"]))
+    return latest(ctx.run(run_id).path)
 
 
 def pull_run(run_id: str, out: Path, ctx: Context | None = None) -> dict[str, Any]:
@@ -395,7 +394,7 @@ def pull_run(run_id: str, out: Path, ctx: Context | None = None) -> dict[str, An
     ctx = ctx or Context()
     row = ctx.run(run_id)
     out.mkdir(parents=True, exist_ok=True)
-    files = ctx.backend(row["backend"] or "local").pull(Path(row["run_dir"]), out)
+    files = ctx.backend(row.backend_name).pull(row.path, out)
     return {"run_id": run_id, "out": str(out), "files": [str(f) for f in files]}
 
 

@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from mcp import Client
@@ -21,6 +22,7 @@ from posttrain.server.app import build_server
 from posttrain.tools.launch import human_question, launch
 from posttrain.tools.plan import plan
 from tests.conftest import ROOT, wait_finished
+from tests.run_rows import run_row
 from tests.specs import tiny
 
 GRPO_06B = {
@@ -123,7 +125,7 @@ def test_a_run_likely_to_hit_its_timeout_is_warned_and_the_human_told(home, moda
 
 
 def test_the_projection_of_a_run_from_its_own_step_times():
-    row = {"status": "running", "phase": "train", "step": 10, "total_steps": 100}
+    row = run_row(status="running", phase="train", step=10, total_steps=100)
     metrics = [{"phase": "train", "step": i, "step_time_s": 60.0} for i in range(1, 11)]
     metrics[0]["step_time_s"] = 200.0  # the first step carries the set-up: not projected
     meta = {"created_at": 1000.0, "usd_per_s": 0.001, "gpu_count": 2, "expected_usd": 5.0}
@@ -138,7 +140,7 @@ def test_the_projection_of_a_run_from_its_own_step_times():
     assert warning and "over 2x the $5.00 the launch was approved with" in warning
     ok = project(row, metrics, {**meta, "expected_usd": 20.0}, 3600, 1.6, 1800.0)
     assert over_estimate(ok) is None
-    assert project({**row, "status": "succeeded"}, metrics, meta, 3600, 1.6) is None
+    assert project(replace(row, status="succeeded"), metrics, meta, 3600, 1.6) is None
 
 
 @pytest.mark.slow

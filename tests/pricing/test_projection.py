@@ -10,6 +10,7 @@ from posttrain.pricing.projection import project
 from posttrain.runs.store import Store
 from posttrain.spec.schema import load_spec
 from posttrain.tools.plan import plan
+from tests.run_rows import run_row
 from tests.specs import tiny
 
 
@@ -38,13 +39,9 @@ def test_a_cancelled_or_failed_run_never_becomes_the_measurement(store):
 
 
 def test_a_warm_start_is_projected_from_its_own_steps_and_training_shown_apart():
-    row = {
-        "status": "running",
-        "phase": "warmstart",
-        "step": 191,
-        "total_steps": 300,
-        "warmstart_steps": 400,
-    }
+    row = run_row(
+        status="running", phase="warmstart", step=191, total_steps=300, warmstart_steps=400
+    )
     metrics = [{"phase": "warmstart", "step": i, "step_time_s": 1.6} for i in range(1, 192)]
     meta = {"created_at": 1000.0, "step_s": 0.4}  # the plan's training step, not measured
     p = project(row, metrics, meta, timeout_s=None, cost_so_far_usd=0.0, now=1400.0)
@@ -59,8 +56,9 @@ def test_a_warm_start_is_projected_from_its_own_steps_and_training_shown_apart()
 
 
 def test_a_timeout_that_falls_inside_the_warm_start_is_said_to():
-    row = {"status": "running", "phase": "warmstart", "step": 10, "total_steps": 300}
-    row["warmstart_steps"] = 400
+    row = run_row(
+        status="running", phase="warmstart", step=10, total_steps=300, warmstart_steps=400
+    )
     metrics = [{"phase": "warmstart", "step": i, "step_time_s": 2.0} for i in range(1, 11)]
     p = project(row, metrics, {"created_at": 1000.0, "step_s": 0.4}, 600, 0.0, now=1100.0)
     assert p.ends_before_timeout is False

@@ -59,7 +59,7 @@ def test_ingestion_is_incremental_and_idempotent(tmp_path):
     d = make_run(root, result=False)
     store = Store(tmp_path / "index.sqlite", root=root)
     store.sync()
-    assert store.get(d.name)["status"] == "running" and store.get(d.name)["step"] == 5
+    assert store.get(d.name).status == "running" and store.get(d.name).step == 5
     store.sync()
     store.ingest(d)  # again: nothing doubles
     assert len(store.metrics(d.name)) == 5 and len(store.logs(d.name)) == 5
@@ -67,8 +67,8 @@ def test_ingestion_is_incremental_and_idempotent(tmp_path):
     w.write("result", status="succeeded", final={})
     w.close()
     store.sync()
-    assert store.get(d.name)["status"] == "succeeded"
-    assert store.get(d.name)["best_reward"] == 0.5
+    assert store.get(d.name).status == "succeeded"
+    assert store.get(d.name).best_reward == 0.5
 
 
 def test_a_torn_last_line_is_left_until_complete_then_skipped_and_reported(tmp_path):
@@ -78,13 +78,13 @@ def test_a_torn_last_line_is_left_until_complete_then_skipped_and_reported(tmp_p
         f.write('{"t": 1, "type": "metrics", "phase": "train", "step": 6, "rew')  # killed here
     store = Store(tmp_path / "index.sqlite", root=root)
     store.sync()
-    assert store.get(d.name)["step"] == 5 and store.get(d.name)["torn_lines"] == 0
+    assert store.get(d.name).step == 5 and store.get(d.name).torn_lines == 0
     w = EventWriter(d)  # a new writer closes the torn line before appending
     w.write("result", status="failed", cause="trainer killed by SIGKILL", final={})
     w.close()
     store.sync()
     row = store.get(d.name)
-    assert row["status"] == "failed" and row["torn_lines"] == 1
+    assert row.status == "failed" and row.torn_lines == 1
     assert any("skipped a torn event line" in line["message"] for line in store.logs(d.name))
     assert len(read_events(d / "events.jsonl", final=True).events) == 13
 

@@ -122,7 +122,7 @@ def test_a_run_that_cannot_be_recorded_after_its_spawn_is_cancelled_and_said_so(
     assert spend(approved) == {run_dir.name: 0.0}
     # the ledger and the backend agree: every run is final or recorded with its call id
     ctx.refresh()
-    assert [r["status"] for r in ctx.index.list_runs()] == ["failed"]
+    assert [r.status for r in ctx.index.list_runs()] == ["failed"]
 
 
 def test_a_slow_submit_does_not_hold_a_launch_with_another_key(approved):
