@@ -69,27 +69,6 @@ def transcript(completion: Any) -> dict[str, Any]:
     }
 
 
-def as_messages(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A transcript's turns as chat messages (calls in the canonical wire shape), for a chat
-    template to render."""
-    messages: list[dict[str, Any]] = []
-    for turn in turns:
-        named = [c for c in turn["calls"] if c.get("name")]
-        message: dict[str, Any] = {"role": "assistant", "content": turn["assistant"]}
-        if named:
-            message["tool_calls"] = [
-                {"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in named
-            ]
-        messages.append(message)
-        messages += [
-            {"role": "tool", "name": c["name"], "content": c["result"] or ""}
-            for c in named
-            if c.get("result") is not None
-        ]
-    return messages
-
-
 def episode_line(read: dict[str, Any], limit: int = 400) -> str:
     """A transcript on one line, for examples and listings:
     `calculate({"expression": "3*4"}) -> 12 | submit_answer({"answer": 12}) -> ok | final: ...`."""

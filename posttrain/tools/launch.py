@@ -258,12 +258,6 @@ def judge_requests(spec: RunSpec, also: int = 0) -> str | None:
     )
 
 
-def smoke_spec(
-    spec: RunSpec | dict[str, Any] | str, steps: int = SMOKE_STEPS, backend: str = "local"
-) -> RunSpec:
-    return smoke_plan(spec, steps, backend)[0]
-
-
 def smoke_resolve(
     spec: RunSpec | dict[str, Any] | str,
     steps: int = SMOKE_STEPS,
