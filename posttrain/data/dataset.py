@@ -11,7 +11,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from posttrain.core.errors import ConfigError, NotFoundError
 from posttrain.core.paths import expand
@@ -24,8 +24,10 @@ from posttrain.data.toolcalls import (
     loads_json,
 )
 
-if TYPE_CHECKING:
-    from posttrain.spec.schema import DatasetSpec
+# A spec's `dataset:` section (posttrain.spec.schema.DatasetSpec). Not imported, even for the
+# type checker: the spec is built over the algorithms, which shape rows here, so an import
+# would close a circle (tests/test_import_cycles.py).
+DatasetSpec = Any
 
 # What an algorithm trains on, as this module shapes rows (posttrain.algorithms names each
 # algorithm's): a prompt (the reward reads the other columns), a prompt and its target answer

@@ -14,7 +14,7 @@ through the algorithm's registry entry, never by importing it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import (
@@ -29,8 +29,10 @@ from posttrain.data.preference import answer_text
 from posttrain.data.thumbs import Feedback, parse_label, thumbs_flags
 from posttrain.data.toolcalls import canonical_tools
 
-if TYPE_CHECKING:
-    from posttrain.spec.schema import DatasetSpec
+# A spec's `dataset:` section (posttrain.spec.schema.DatasetSpec). Not imported, even for the
+# type checker: the spec is built over the algorithms, which shape rows here, so an import
+# would close a circle (tests/test_import_cycles.py).
+DatasetSpec = Any
 
 DEFAULT_LABEL = "label"  # TRL's name for the column
 TRL_ANSWER = "completion"  # TRL's name for the answer column

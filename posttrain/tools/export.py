@@ -275,7 +275,6 @@ def push(folder: Path, repo: str) -> str:
 
 def job_work(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
     """The detached job's work (posttrain.jobs.worker), from its job.json."""
-    from posttrain.tools.export import export_run
 
     args, extra = job["args"], job.get("extra") or {}
     ctx = Context(root=Path(job["runs_root"]))
