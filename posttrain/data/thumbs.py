@@ -155,7 +155,7 @@ def thumbs_flags(
         )
     unread = [r for r in rows if r.label is None]
     if unread:
-        said = "; ".join(f"row {r.id!r}: {_value(r.value)}" for r in unread[:ROWS_NAMED])
+        said = "; ".join(f"row {_one(r)}: {_value(r.value)}" for r in unread[:ROWS_NAMED])
         more = "; ..." if len(unread) > ROWS_NAMED else ""
         flags.append(
             f"{len(unread)} of {total} rows have a label in column '{label_column}' that "

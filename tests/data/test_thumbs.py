@@ -127,8 +127,8 @@ def test_data_check_flags_empty_answers_and_unreadable_labels_naming_the_rows(tm
     assert repr(rows[4]["id"]) in empty and repr(rows[7]["id"]) in empty
     unread = next(f for f in flags if "cannot be read" in f)
     assert unread.startswith("2 of 24 rows") and "column 'rating'" in unread
-    assert f"row {rows[10]['id']!r}: '5 stars'" in unread
-    assert f"row {rows[11]['id']!r}: None" in unread
+    assert f"row {rows[10]['id']!r} (" in unread and "'5 stars'" in unread
+    assert f"row {rows[11]['id']!r} (" in unread and ": None" in unread
     assert "👍/👎" in unread and "dataset.filters" in unread
     assert len(flags) == 2  # 11 up, 11 down besides the unreadable ones: balanced
 
@@ -198,3 +198,20 @@ def test_flags_read_plain_records_too():
     rows = [Feedback("a", "yes", True, "👍"), Feedback("b", "", False, "👎")]
     [flag] = thumbs_flags(rows, "rating")
     assert "rows 'b'" in flag
+
+
+def test_a_file_without_ids_has_its_unreadable_labels_and_empty_answers_found_by_prompt():
+    """An arithmetic file with no id column: the flags name each row by its hash and the start
+    of its prompt, so the user can find it."""
+    from posttrain.data.thumbs import Feedback, thumbs_flags
+
+    rows = [
+        Feedback("a1", "5", True, "👍", "What is 2 + 3?"),
+        Feedback("b2", "", False, "no", "What is 6 + 19?"),
+        Feedback("c3", "9", None, "maybe", "What is 4 + 5?"),
+    ]
+    flags = thumbs_flags(rows, "verdict")
+    empty = next(f for f in flags if "empty answer" in f)
+    assert "'b2' ('What is 6 + 19?')" in empty
+    unread = next(f for f in flags if "cannot be read" in f)
+    assert "row 'c3' ('What is 4 + 5?'): 'maybe'" in unread
