@@ -58,28 +58,40 @@ def http_server(home):
         proc.wait(timeout=10)
 
 
-async def sequential_get_runs(url: str, run_id: str) -> list[float]:
-    """Seconds each get_run took, one after the other; stops at the first over ANSWER_S."""
+async def sequential_get_runs(url: str, run_id: str, hogs: int) -> list[float]:
+    """Seconds each get_run took, one after the other, beside `hogs` CPU hogs; stops at the
+    first over ANSWER_S.
+
+    One call is made before the hogs start and is not timed: the client's first call imports
+    jsonschema and builds the validator of get_run's output schema (0.2 s of this process's
+    CPU, measured with cProfile), which is the test's client warming up, not the server
+    answering; beside the hogs and the suite's workers that alone read 2.5 s in CI."""
     from mcp import Client
 
     took = []
     async with Client(url, mode="legacy") as client:
-        for _ in range(CALLS):
-            start = time.perf_counter()
-            with anyio.fail_after(GIVE_UP_S):
-                result = await client.call_tool("get_run", {"run_id": run_id})
-            took.append(time.perf_counter() - start)
-            assert not result.is_error, result.content[0].text
-            if took[-1] > ANSWER_S:
-                break
+        assert not (await client.call_tool("get_run", {"run_id": run_id})).is_error
+        with cpu_hogs(hogs):
+            for _ in range(CALLS):
+                took.append(await timed_get_run(client, run_id))
+                if took[-1] > ANSWER_S:
+                    break
     return took
+
+
+async def timed_get_run(client, run_id: str) -> float:
+    start = time.perf_counter()
+    with anyio.fail_after(GIVE_UP_S):
+        result = await client.call_tool("get_run", {"run_id": run_id})
+    assert not result.is_error, result.content[0].text
+    return time.perf_counter() - start
 
 
 def test_fifty_get_runs_each_answer_within_two_seconds_beside_cpu_hogs_and_a_run(home):
     run_id = launch(tiny(steps=5000)).run_id  # its trainer runs below the server
     try:
-        with http_server(home) as url, cpu_hogs(HOGS):
-            took = asyncio.run(sequential_get_runs(url, run_id))
+        with http_server(home) as url:
+            took = asyncio.run(sequential_get_runs(url, run_id, HOGS))
             sys.path.insert(0, str(ROOT / "bench"))
             from load import client_loop  # bench/load.py's clients, for a few seconds
 
@@ -92,7 +104,8 @@ def test_fifty_get_runs_each_answer_within_two_seconds_beside_cpu_hogs_and_a_run
                     *(client_loop(url, [run_id], until, i, timings, errors) for i in range(20))
                 )
 
-            asyncio.run(twenty())
+            with cpu_hogs(HOGS):
+                asyncio.run(twenty())
     finally:
         cancel_run(run_id, grace_s=5)
     slow = [f"call {i + 1}: {s:.2f} s" for i, s in enumerate(took) if s > ANSWER_S]
