@@ -23,6 +23,7 @@ from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.pricing.cost import price_text, total_cost
 from posttrain.reports.run_models import GROUP_ID_PREFIX, id_kind
 from posttrain.runs.backend import submit_and_record
+from posttrain.runs.held import hold, is_held
 from posttrain.runs.layout import RUN_META, read_json, write_json_atomic
 from posttrain.runs.run_lock import LaunchLock
 from posttrain.runs.run_row import RunRow
@@ -48,6 +49,9 @@ class GroupPlan(BaseModel):
     resume_of: str | None = None
     kept: list[str] = Field(default_factory=list)
     arm_order: list[str] = Field(default_factory=list)
+    # sweep.max_parallel: at most this many of the experiment's runs at once, the rest held in
+    # the ledger and started as earlier ones end (posttrain.runs.held); None: all at once
+    max_parallel: int | None = None
 
 
 def new_group_id(prefix: str = GROUP_ID_PREFIX) -> str:
@@ -221,8 +225,15 @@ def launch_group(
                 metric=group.metric,
             )
         write_json_atomic(ctx.root / run_id / RUN_META, meta)
+        if capped:
+            hold(ctx.root / run_id, plan, capped)
         return run_id
 
+    # every run held, then as many started as the cap allows (posttrain.runs.held): one path
+    # for the first wave and each later one; with no cap (or room for all), none is held
+    capped = group.max_parallel
+    if capped and not group.resume_of and capped >= len(group.plans):
+        capped = None
     failed = []
     try:
         try:
@@ -250,6 +261,9 @@ def launch_group(
                 message=f"this {kind} was already started with this key; nothing new started",
             )
         for plan, run_id in zip(group.plans, reservation.run_ids, strict=True):
+            if capped:
+                locks.pop(run_id).release()
+                continue
             try:
                 submit_and_record(
                     backend, plan, ctx.root / run_id, lambda r=run_id: ledger.release(r)
@@ -262,8 +276,23 @@ def launch_group(
         for lock in locks.values():
             lock.release()
     ctx.index.sync(list(reservation.run_ids))
+    queued = ""
+    if capped:
+        ctx.release = ctx.release or ledger.release
+        ctx.refresh()  # starts the first wave: runs.held, as every later refresh does
+        waiting = sum(is_held(ctx.root / r) for r in reservation.run_ids)
+        queued = (
+            f"; {waiting} queued, each starting as an earlier one ends (sweep.max_parallel: "
+            f"{capped} at once; any poll of get_run or list_runs starts them, also after a "
+            f"restart)"
+        )
     started = len(reservation.run_ids) - len(failed)
-    message = f"started {kind} {group.group_id}: {started} run(s) on {first.backend}; poll get_run"
+    if capped:
+        started -= waiting
+    message = (
+        f"started {kind} {group.group_id}: {started} run(s) on {first.backend}{queued}; "
+        f"poll get_run"
+    )
     if group.resume_of:
         message = (
             f"resumed experiment {group.group_id}: {started} run(s) that failed or were "

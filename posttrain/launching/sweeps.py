@@ -34,6 +34,13 @@ class ExperimentPlan(BaseModel):
     runs: int = Field(description="arms x seeds: the runs the experiment starts.")
     metric: Metric = Field(description="What the comparison ranks the arms by.")
     parallel: str = Field(description="How the runs share the machine: queued or side by side.")
+    max_parallel: int | None = Field(
+        None, description="sweep.max_parallel: at most this many runs at once (None: no cap)."
+    )
+    waves: int = Field(1, description="How many rounds of runs the cap makes: ceil(runs / cap).")
+    wall_time_s: float = Field(
+        0.0, description="The experiment's expected wall time: its runs queued through the cap."
+    )
 
 
 def sweep_of(spec: Any) -> tuple[dict[str, Any], Sweep] | None:
@@ -69,10 +76,39 @@ def checked(arm: Arm, build: Any) -> Any:
         raise type(exc)(f"sweep arm '{arm.name}' ({keys}): {exc}; nothing was started") from None
 
 
-def parallel_text(backend: str, runs: int) -> str:
+def wall_time_s(run_s: list[float], slots: int) -> float:
+    """When the last run ends, each run starting in order as soon as one of `slots` places
+    frees (the queue's own rule: posttrain.runs.held)."""
+    free_at = [0.0] * max(1, min(slots, len(run_s) or 1))
+    for seconds in run_s:
+        start = min(free_at)
+        free_at[free_at.index(start)] = start + seconds
+    return max(free_at)
+
+
+def parallel_text(backend: str, run_s: list[float], max_parallel: int | None = None) -> str:
+    runs = len(run_s)
     if backend == "local":
+        capped = f" (sweep.max_parallel {max_parallel}: met, one at a time)" if max_parallel else ""
         return (
             f"local: the {runs} runs queue, one trainer at a time (two trainers on 2 cores are "
             f"far slower than one after the other), so the experiment takes the sum of its runs"
+            f", about {_minutes(sum(run_s))}{capped}"
         )
-    return f"{backend}: the {runs} runs train side by side, so it takes about its longest run"
+    if max_parallel and max_parallel < runs:
+        waves = -(-runs // max_parallel)
+        return (
+            f"{backend}: at most {max_parallel} of the {runs} runs at once (sweep.max_parallel); "
+            f"the rest queue and start as earlier ones end: {waves} waves, about "
+            f"{_minutes(wall_time_s(run_s, max_parallel))} of wall time instead of "
+            f"{_minutes(max(run_s))}. The price is the same as without the cap: each run is "
+            f"billed for its own time, whenever it starts"
+        )
+    return (
+        f"{backend}: the {runs} runs train side by side, so it takes about its longest run, "
+        f"{_minutes(max(run_s, default=0.0))}"
+    )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"

@@ -10,12 +10,14 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain.core.errors import NotFoundError
 from posttrain.core.paths import home
 from posttrain.runs.backend import Backend
+from posttrain.runs.held import start_held
 from posttrain.runs.layout import check_run_id, has_result, runs_root
 from posttrain.runs.local import LocalBackend
 from posttrain.runs.modal_backend import ModalBackend
@@ -32,6 +34,9 @@ class Context:
     store: Store | None = None
     backends: dict[str, Backend] = field(default_factory=dict)
     degraded: str | None = None  # set while the index cannot be written
+    # frees the ledger's reservation of a queued run that could not start (runs.held); set by
+    # the launching layer, which owns the ledger; without it the reservation stays counted
+    release: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -70,6 +75,12 @@ class Context:
             if backend is not None and backend.reconcile(row.path):
                 # the backend wrote or mirrored events: read them now
                 self.index.ingest(row.path, final=has_result(row.path))
+        # an experiment's queued runs whose place has freed (sweep.max_parallel): started now
+        groups = {
+            g: [self.root / r for r in self.index.group_runs(g)] for g in self.index.open_groups()
+        }
+        if started := start_held(groups, self.backends, self.release):
+            self.index.sync(started)
 
     def run(self, run_id: str) -> RunRow:
         """The run's index row after a refresh, or NotFoundError."""

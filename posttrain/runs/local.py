@@ -23,6 +23,7 @@ from typing import Any
 
 from posttrain.runs import forkserver
 from posttrain.runs.backend import Generate
+from posttrain.runs.held import is_held
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
@@ -112,8 +113,8 @@ class LocalBackend:
         recorded processes are dead, and still dead after DEATH_GRACE_S. A run whose
         launcher let go without recording a handle is judged only after its supervisor had
         time to start (it records its own pid in process.json)."""
-        if has_result(run_dir) or self.alive(run_dir):
-            return False
+        if has_result(run_dir) or is_held(run_dir) or self.alive(run_dir):
+            return False  # final, queued in its experiment (runs.held), or alive
         with judging(run_dir) as mine:
             if not mine:
                 return False  # its launcher is starting it, or another reader judges it

@@ -37,6 +37,7 @@ from posttrain.models.container import (
     worst_case_s,
 )
 from posttrain.runs.backend import Generate
+from posttrain.runs.held import is_held
 from posttrain.runs.inputs import modal_inputs
 from posttrain.runs.layout import (
     EVENTS,
@@ -303,8 +304,8 @@ class ModalBackend:
         directory, write it. Only while holding the run's lock (never for a run another
         process is launching) and only for a run with a recorded call id: the call is the
         proof. A network error leaves the run as it was, marked unreachable."""
-        if has_result(run_dir):
-            return False
+        if has_result(run_dir) or is_held(run_dir):
+            return False  # final, or waiting for its place in its experiment (runs.held)
         with judging(run_dir) as mine:
             if not mine:
                 return False  # its launcher is starting it, or another reader judges it

@@ -113,6 +113,14 @@ class Queries:
         )
         return [r[0] for r in rows]
 
+    def open_groups(self) -> list[str]:
+        """The groups with a run not yet final (where an experiment may hold queued runs)."""
+        rows = self.db.execute(
+            "SELECT DISTINCT group_id FROM runs WHERE group_id IS NOT NULL "
+            "AND status NOT IN ('succeeded', 'failed', 'cancelled')"
+        )
+        return [r[0] for r in rows]
+
     def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.execute(
             "SELECT step, path, t FROM checkpoints WHERE run_id=? ORDER BY step", (run_id,)

@@ -6,6 +6,7 @@
       seeds: [0, 1]                            # every arm once per seed
       metric: {name: reward, goal: maximize}   # what the comparison ranks by
       mode: grid                               # or random, with samples: N
+      max_parallel: 4                          # at most 4 runs at once, the rest queue
 
 Grid (the default) takes every combination; `mode: random` draws `samples` arms, each key's
 value from its list or from a range `{low, high, log}` (seeded by `sweep.seed`, so the
@@ -67,6 +68,14 @@ class Sweep(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=MAX_RUNS)
     metric: Metric = Field(default_factory=Metric)
     seed: int = Field(0, description="Seeds random mode's draws.")
+    max_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_RUNS,
+        description="At most this many of the experiment's runs at once; the rest queue "
+        "(reserved and approved with the rest) and start as earlier ones end. The price is "
+        "the same; the wall time grows to about ceil(runs / max_parallel) runs. None: all at once.",
+    )
 
     @field_validator("seeds")
     @classmethod
@@ -92,12 +101,6 @@ def split_sweep(data: dict[str, Any]) -> tuple[dict[str, Any], Sweep | None]:
         raise ConfigError(
             "spec field 'sweep': give a mapping of dotted spec keys to lists of values, e.g. "
             "{algorithm.learning_rate: [1.0e-5, 5.0e-5], seeds: [0, 1]}"
-        )
-    if "max_parallel" in raw:
-        raise ConfigError(
-            "spec field 'sweep.max_parallel': a cap on the arms running at once is not built "
-            "yet; on Modal every run of an experiment starts at once (locally they queue). "
-            "Remove it, or sweep fewer arms"
         )
     control = {k: v for k, v in raw.items() if k in CONTROL}
     values = {_full_key(str(k)): v for k, v in raw.items() if k not in CONTROL}

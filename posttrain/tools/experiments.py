@@ -84,6 +84,7 @@ def resolve_experiment(
         arms=names,
         overrides=overrides,
         metric=sweep.metric.model_dump(),
+        max_parallel=sweep.max_parallel,
     )
 
 

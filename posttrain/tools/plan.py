@@ -23,6 +23,7 @@ from posttrain.launching.sweeps import (
     experiment_arms,
     parallel_text,
     sweep_of,
+    wall_time_s,
 )
 from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.models.calibration import fits
@@ -209,6 +210,9 @@ def plan_experiment(
         warnings.insert(0, f"launch would answer: {cap} (the experiment's total)")
     first = built[0][1]
     backend = first.compute.backend
+    run_s = [c.run_s or c.expected_s for c in costs]
+    # local runs queue one at a time whatever the cap; elsewhere the cap, else all at once
+    slots = 1 if backend == "local" else (sweep.max_parallel or len(costs))
     return PlanResult(
         spec_id=first.spec_id,
         spec=first.model_dump(mode="json"),
@@ -220,6 +224,9 @@ def plan_experiment(
             seeds=sweep.seeds,
             runs=len(costs),
             metric=sweep.metric,
-            parallel=parallel_text(backend, len(costs)),
+            parallel=parallel_text(backend, run_s, sweep.max_parallel),
+            max_parallel=sweep.max_parallel,
+            waves=-(-len(costs) // slots),
+            wall_time_s=round(wall_time_s(run_s, slots), 1),
         ),
     )

@@ -36,6 +36,7 @@ from posttrain.reports.run_models import (
     id_kind,
 )
 from posttrain.runs.context import Context, is_stalled
+from posttrain.runs.held import cancel_held
 from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.runs.run_row import RunRow
 
@@ -340,6 +341,8 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
         ids.sort(key=lambda r: (meta[r].get("arm_index", 0), meta[r].get("seed", 0)))
         if not ids:
             raise NotFoundError(f"no group or experiment '{run_id}'; list runs with list_runs")
+        for r in ids:  # its runs queued by sweep.max_parallel first: no refresh starts one now
+            cancel_held(ctx.root / r)
         queued_first = sorted(ids, key=lambda r: ctx.run(r).status != "queued")
         done = {r: cancel_run(r, grace_s, ctx) for r in queued_first}
         every = [done[r] for r in ids]
@@ -355,6 +358,11 @@ def cancel_run(run_id: str, grace_s: float = 20.0, ctx: Context | None = None) -
     row = ctx.run(run_id)
     backend = ctx.backend(row.backend_name)
     run_dir = row.path
+    if cancel_held(run_dir):  # queued in its experiment (sweep.max_parallel): never starts
+        ctx.index.ingest(run_dir, final=True)
+        return CancelResult(
+            run_id=run_id, stopped=True, how="never started (queued)", status="cancelled"
+        )
     if row.is_final and not backend.leftover(run_dir):
         return CancelResult(
             run_id=run_id, stopped=True, how=f"already {row.status}", status=row.status

@@ -86,7 +86,7 @@ def test_random_mode_draws_the_same_arms_for_the_same_seed_within_its_ranges():
         ({"algorithm.learning_rate": {"low": 0.1, "high": 1}}, "needs `mode: random`"),
         ({"mode": "random", "algorithm.learning_rate": [1e-5]}, "needs samples: N"),
         ({"algorithm.learning_rate": [1e-5], "seeds": [1, 1]}, "distinct seeds"),
-        ({"algorithm.learning_rate": [1e-5], "max_parallel": 2}, "not built yet"),
+        ({"algorithm.learning_rate": [1e-5], "max_parallel": 0}, "sweep.max_parallel"),
         ({"algorithm.learning_rate": list(range(17))}, "give 1 to 16 values"),
     ],
 )
