@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
 from posttrain.spec.bounds import check_data, read_source
 from posttrain.spec.run_plan import CostEstimate
@@ -61,10 +62,72 @@ def experiment_arms(
     base: dict[str, Any], sweep: Sweep, roots: list[Path] | None = None
 ) -> list[tuple[Arm, RunSpec]]:
     """Every arm with its validated spec (its paths inside `roots`, when given); the first
-    invalid one is refused by name."""
-    return [
+    invalid one is refused by name, and an early stop the arms cannot take is refused."""
+    built = [
         (arm, checked(arm, lambda arm=arm: load_spec(arm.spec, roots))) for arm in arms(base, sweep)
     ]
+    if sweep.early_stop is not None:
+        for arm, spec in built:
+            checked(arm, lambda spec=spec: check_early_stop(sweep, spec))
+    return built
+
+
+def ranked_metric(sweep: Sweep, specs: list[RunSpec]) -> Metric:
+    """What the arms are ranked by: sweep.metric, else the kind's headline metric (the
+    reward when the arms are trained on one or evaluate scores one, reference_nll lower
+    is better)."""
+    if sweep.metric is not None:
+        return sweep.metric
+    found = {headline_of(spec) for spec in specs}
+    if len(found) > 1:
+        names = sorted(m.name for m in found)
+        raise ConfigError(
+            f"spec field 'sweep.metric': the arms' kinds are judged by different metrics "
+            f"({names}); name the one to rank them by, e.g. metric: {{name: {names[0]}}}"
+        )
+    return found.pop()
+
+
+def headline_of(spec: RunSpec) -> Metric:
+    """The metric evaluate's verdict on a run of this spec is about (its headline)."""
+    name = algorithm_of(spec).headline_metric
+    if name == "reference_nll" and spec.reward is not None:
+        name = "reward"  # evaluate measures a rewarded SFT run by its reward
+    return Metric(name=name, goal="minimize" if name == "reference_nll" else "maximize")
+
+
+def check_early_stop(sweep: Sweep, spec: RunSpec) -> None:
+    """sweep.early_stop compares the arms' training reward per prompt, read from their
+    traces: refused for a kind with no such score, or traces that would not hold it."""
+    stop = sweep.early_stop
+    assert stop is not None
+    unit = algorithm_of(spec)
+    if not unit.rewarded:
+        raise ConfigError(
+            f"spec field 'sweep.early_stop': {unit.title} runs have no per-prompt training "
+            f"score to compare (their traces hold no reward; only GRPO arms train on one), so "
+            f"no arm could be called behind; remove early_stop, or evaluate the finished arms"
+        )
+    steps = spec.algorithm.steps
+    at = stop.step(steps)
+    if at >= steps:
+        raise ConfigError(
+            f"spec field 'sweep.early_stop': its checkpoint, step {at}, is not before the "
+            f"runs' last step ({steps}); give at_step below {steps}, or at_fraction"
+        )
+    traces = spec.traces
+    if (
+        traces.samples == 0
+        or (traces.every == 0 and not traces.steps)
+        or (traces.every > stop.span(steps) and not traces.steps)
+    ):
+        raise ConfigError(
+            f"spec field 'traces': sweep.early_stop compares the training rewards the traces "
+            f"keep over the {stop.span(steps)} steps before step {at}, and traces every "
+            f"{traces.every} step(s) x {traces.samples} sample(s) keep none there; set "
+            f"traces.every to at most {stop.span(steps)} (and samples above 0), or widen "
+            f"sweep.early_stop.window"
+        )
 
 
 def checked(arm: Arm, build: Any) -> Any:

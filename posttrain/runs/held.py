@@ -116,7 +116,12 @@ def _start(
             return False
         meta = read_json(run_dir / RUN_META)
         backend = backends.get(meta.get("backend") or "local")
-        plan = RunPlan.model_validate_json((run_dir / PLAN).read_text(encoding="utf-8"))
+        try:
+            plan = RunPlan.model_validate_json((run_dir / PLAN).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # a plan from another posttrain, or a torn file
+            write_result(run_dir, "failed", f"queued, then could not start: its plan.json ({exc})")
+            (release or _keep)(run_dir.name)
+            return False
         if backend is None:
             return False
         # the hold goes before the submit: a crash between the two leaves a run that the

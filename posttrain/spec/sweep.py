@@ -4,9 +4,11 @@
       algorithm.learning_rate: [1.0e-3, 0.0]   # a dotted spec key -> the values to try
       lora.r: [8, 32]                          # short for algorithm.lora.r
       seeds: [0, 1]                            # every arm once per seed
-      metric: {name: reward, goal: maximize}   # what the comparison ranks by
+      metric: {name: reward, goal: maximize}   # what the comparison ranks by (default: the
+                                               # kind's headline metric)
       mode: grid                               # or random, with samples: N
       max_parallel: 4                          # at most 4 runs at once, the rest queue
+      early_stop: {at_step: 50}                # GRPO: stop arms beyond noise behind the leader
 
 Grid (the default) takes every combination; `mode: random` draws `samples` arms, each key's
 value from its list or from a range `{low, high, log}` (seeded by `sweep.seed`, so the
@@ -34,7 +36,7 @@ from posttrain.spec.messages import fields_at
 MAX_ARMS = 16
 MAX_RUNS = 32  # arms x seeds
 MAX_VALUES = 16  # values of one key
-CONTROL = ("mode", "samples", "seeds", "metric", "seed", "max_parallel")
+CONTROL = ("mode", "samples", "seeds", "metric", "seed", "max_parallel", "early_stop")
 # Keys people write without their section: `lora.r` is `algorithm.lora.r`.
 SHORT = {"lora": "algorithm.lora", "learning_rate": "algorithm.learning_rate"}
 # Fields whose string shorthand names the thing (`model: Qwen3-4B`): a swept string sets
@@ -58,6 +60,34 @@ class Metric(BaseModel):
     goal: Literal["maximize", "minimize"] = "maximize"
 
 
+class EarlyStop(BaseModel):
+    """At a checkpoint, stop the arms that are beyond noise behind the leader (GRPO arms:
+    their training reward per prompt over the last `window` steps, seeds as replicates)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    at_step: int | None = Field(
+        None, ge=1, description="The step every arm's runs are compared at (or at_fraction)."
+    )
+    at_fraction: float | None = Field(
+        None, gt=0, lt=1, description="...or this share of algorithm.steps (0.25: a quarter)."
+    )
+    window: int | None = Field(
+        None,
+        ge=1,
+        description="Steps of training reward compared, ending at the checkpoint; None: the "
+        "last half of the steps before it.",
+    )
+
+    def step(self, steps: int) -> int:
+        """The checkpoint's step for runs of `steps` steps."""
+        if self.at_step is not None:
+            return self.at_step
+        return max(1, round((self.at_fraction or 0.5) * steps))
+
+    def span(self, steps: int) -> int:
+        return self.window or max(1, self.step(steps) // 2)
+
+
 class Sweep(BaseModel):
     """The sweep block, its control keys parsed; `values` holds the swept spec keys."""
 
@@ -66,7 +96,12 @@ class Sweep(BaseModel):
     mode: Literal["grid", "random"] = "grid"
     samples: int | None = Field(None, ge=1, le=MAX_ARMS)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=MAX_RUNS)
-    metric: Metric = Field(default_factory=Metric)
+    metric: Metric | None = Field(
+        None,
+        description="What the comparison ranks the arms by; None: the kind's headline metric "
+        "(reward for GRPO and rewarded SFT, reference_nll for SFT and distillation without a "
+        "reward, preference_accuracy for DPO, feedback_loglik for KTO).",
+    )
     seed: int = Field(0, description="Seeds random mode's draws.")
     max_parallel: int | None = Field(
         None,
@@ -75,6 +110,10 @@ class Sweep(BaseModel):
         description="At most this many of the experiment's runs at once; the rest queue "
         "(reserved and approved with the rest) and start as earlier ones end. The price is "
         "the same; the wall time grows to about ceil(runs / max_parallel) runs. None: all at once.",
+    )
+
+    early_stop: EarlyStop | None = Field(
+        None, description="Opt-in: stop arms beyond noise behind the leader at a checkpoint."
     )
 
     @field_validator("seeds")
@@ -127,6 +166,13 @@ def split_sweep(data: dict[str, Any]) -> tuple[dict[str, Any], Sweep | None]:
             raise ConfigError(
                 f"sweep key '{key}': a range needs `mode: random` (with samples: N); a grid "
                 f"takes a list of values"
+            )
+    if sweep.early_stop is not None:
+        e = sweep.early_stop
+        if (e.at_step is None) == (e.at_fraction is None):
+            raise ConfigError(
+                "spec field 'sweep.early_stop': give one of at_step: N (a step) or "
+                "at_fraction: F (a share of algorithm.steps, 0 < F < 1), e.g. {at_step: 50}"
             )
     if sweep.mode == "random" and sweep.samples is None:
         raise ConfigError("spec field 'sweep.samples': random mode needs samples: N (arms)")

@@ -8,6 +8,7 @@ approves it and runs it as a detached job (posttrain.jobs.detached), returning i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
+from posttrain.evals.arm_passes import ArmPasses
 from posttrain.evals.compare import ExperimentResult, compare, store_comparison
 from posttrain.evals.evaluation import EvalResult, evaluate_runs, store
 from posttrain.jobs.detached import JobView, find_job, start_job
@@ -28,6 +30,7 @@ from posttrain.ledger.approval import (
 )
 from posttrain.ledger.budget import BudgetPolicy, Ledger
 from posttrain.runs.context import Context
+from posttrain.runs.layout import RUN_META, SPEC, read_json
 from posttrain.spec.eval_plan import EvalPlan, EvalRun
 
 
@@ -198,11 +201,14 @@ def _evaluated(
     group_id: str | None,
     ctx: Context,
     progress: Any = None,
+    wrap: Callable[[Any], Any] = lambda generate: generate,
 ) -> EvalResult:
     """These runs evaluated together (a run, a group's seeds, an experiment's arm), each
-    where its backend generates, and the result stored with each."""
+    where its backend generates, and the result stored with each. `wrap`: around each
+    generator (an experiment's arms share their base passes through it)."""
     generators = [
-        ctx.backend(run.backend).generator(run.path, run.gpu, plan.cost.timeout_s) for run in runs
+        wrap(ctx.backend(run.backend).generator(run.path, run.gpu, plan.cost.timeout_s))
+        for run in runs
     ]
     result = evaluate_runs(
         [run.path for run in runs],
@@ -229,20 +235,39 @@ def _run_experiment(
     compared (posttrain.evals.compare). Each run keeps its arm's evaluation."""
     arms = plan.arms()
     metric = plan.metric or {}
+    name = metric.get("name", "reward")
     report = progress or (lambda done, total, message: None)
+    passes = ArmPasses()  # the base passes, generated once for the arms that share a base
     evaluated = []
     for i, (arm, runs) in enumerate(arms.items()):
-        report(i, len(arms) + 1, f"evaluating arm {arm} ({len(runs)} run(s))")
-        result = _evaluated(plan, runs, f"{plan.run_id} [{arm}]", ctx)
+        shared = " (base passes shared with the first arm)" if passes.base is not None else ""
+        report(i, len(arms) + 1, f"evaluating arm {arm} ({len(runs)} run(s)){shared}")
+        base = base_identity(runs[0].path)
+
+        def wrap(generate: Any, arm: str = arm, base: str | None = base) -> Any:
+            return passes.wrap(arm, generate, base)
+
+        result = _evaluated(plan, runs, f"{plan.run_id} [{arm}]", ctx, wrap=wrap)
+        if name not in result.task_values and (values := passes.headline(arm, name)):
+            # a deterministic headline (reference_nll, preference accuracy, the KTO signed
+            # likelihood): its per-task values, for the arms to be paired on
+            result.task_values[name] = values
         evaluated.append((arm, runs[0].overrides, result))
     report(len(arms), len(arms) + 1, "comparing the arms")
     compared = compare(
         plan.run_id,
         evaluated,
-        metric=metric.get("name", "reward"),
+        metric=name,
         goal=metric.get("goal", "maximize"),
         seed=plan.seed,
     )
+    if passes.shared_with:
+        compared.warnings.insert(
+            0,
+            f"base passes generated once and shared: arms {', '.join(passes.shared_with)} "
+            f"took the first arm's (the same base model, prompts and sampling, so the same "
+            f"numbers), saving {len(passes.shared_with)} arm(s)' base generation",
+        )
     if plan.skipped:
         compared.warnings.insert(
             0, f"not evaluated, they did not succeed: {', '.join(plan.skipped)}"
@@ -255,6 +280,15 @@ def _run_experiment(
         message=f"{plan.run_id}: {compared.verdict}",
         **spent,
     )
+
+
+def base_identity(run_dir: Path) -> str | None:
+    """What an arm's base model is (its model section, what it resumes from), or None when
+    the arm trains a base of its own first (a warm start): its base passes are its own."""
+    spec, meta = read_json(run_dir / SPEC), read_json(run_dir / RUN_META)
+    if (spec.get("algorithm") or {}).get("warmstart") or (run_dir / "warmstart").is_dir():
+        return None
+    return json.dumps({"model": spec.get("model"), "base": meta.get("base")}, sort_keys=True)
 
 
 def job_work(job: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:

@@ -23,10 +23,7 @@ from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import stored_comparison
 from posttrain.launching.groups import GroupPlan, group_runs, new_group_id
 from posttrain.launching.resolve import resolve
-from posttrain.launching.sweeps import (
-    checked,
-    experiment_arms,
-)
+from posttrain.launching.sweeps import checked, experiment_arms, ranked_metric
 from posttrain.ledger.budget import Ledger
 from posttrain.pricing.cost import total_cost
 from posttrain.reports.run_models import EXPERIMENT_ID_PREFIX, RunSummary, id_kind
@@ -38,8 +35,14 @@ from posttrain.tools.runs import list_runs
 
 def experiment_key(base: dict[str, Any], sweep: Sweep, seeds: list[int]) -> str:
     """One experiment, one key: its base spec, its sweep and its seeds, canonically."""
+    # the keys added later (the cap, the early stop; the metric now defaults to the kind's) are
+    # left out as they were then: an experiment launched before keeps its key
+    data = sweep.model_dump(mode="json", exclude={"max_parallel"})
+    if data.get("early_stop") is None:
+        data.pop("early_stop", None)
+    data["metric"] = data["metric"] or {"name": "reward", "goal": "maximize"}
     text = json.dumps(
-        {"base": base, "sweep": sweep.model_dump(mode="json"), "seeds": seeds},
+        {"base": base, "sweep": data, "seeds": seeds},
         sort_keys=True,
         default=str,
     )
@@ -83,7 +86,7 @@ def resolve_experiment(
         cost=total_cost([p.cost for p in plans], "one per arm and seed"),
         arms=names,
         overrides=overrides,
-        metric=sweep.metric.model_dump(),
+        metric=ranked_metric(sweep, [spec for _, spec in built]).model_dump(),
         max_parallel=sweep.max_parallel,
     )
 
@@ -103,6 +106,7 @@ def smoke_experiment(
     for arm, spec in experiment_arms(base, sweep, roots):
         distinct.setdefault(spec.dry_run_key, (arm, spec))
     plans, names, overrides, dry = [], [], [], None
+    metric = ranked_metric(sweep, [spec for _, spec in distinct.values()])
     for arm, spec in distinct.values():
         cut, dry = checked(arm, lambda spec=spec: smoke(spec))
         plans.append(checked(arm, lambda cut=cut: resolve(cut, ctx)))
@@ -117,7 +121,7 @@ def smoke_experiment(
         cost=total_cost([p.cost for p in plans], "one per distinct arm"),
         arms=names,
         overrides=overrides,
-        metric=sweep.metric.model_dump(),
+        metric=metric.model_dump(),
     ), dry
 
 

@@ -22,6 +22,7 @@ from posttrain.launching.sweeps import (
     ExperimentPlan,
     experiment_arms,
     parallel_text,
+    ranked_metric,
     sweep_of,
     wall_time_s,
 )
@@ -223,7 +224,7 @@ def plan_experiment(
             arms=arm_plans,
             seeds=sweep.seeds,
             runs=len(costs),
-            metric=sweep.metric,
+            metric=ranked_metric(sweep, [spec for _, spec in built]),
             parallel=parallel_text(backend, run_s, sweep.max_parallel),
             max_parallel=sweep.max_parallel,
             waves=-(-len(costs) // slots),
