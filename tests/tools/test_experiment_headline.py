@@ -52,7 +52,7 @@ def test_sft_and_dpo_arms_default_to_their_headline_and_a_named_metric_wins(home
 
 def test_arms_of_kinds_judged_by_different_metrics_must_name_one(home):
     mixed = {**PAID, "sweep": {"algorithm.kind": ["grpo", "sft"]}}
-    with pytest.raises(ConfigError, match="sweep.metric"):
+    with pytest.raises(ConfigError, match=r"sweep\.metric"):
         plan(mixed)
 
 
