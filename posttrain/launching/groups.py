@@ -52,6 +52,9 @@ class GroupPlan(BaseModel):
     # sweep.max_parallel: at most this many of the experiment's runs at once, the rest held in
     # the ledger and started as earlier ones end (posttrain.runs.held); None: all at once
     max_parallel: int | None = None
+    # sweep.early_stop (posttrain.launching.early_stop): the checkpoint's rule, with at_fraction
+    # turned into a step for the runs' steps; kept in each run.json
+    early_stop: dict[str, Any] | None = None
 
 
 def new_group_id(prefix: str = GROUP_ID_PREFIX) -> str:
@@ -224,6 +227,8 @@ def launch_group(
                 overrides=group.overrides[i],
                 metric=group.metric,
             )
+        if group.early_stop:
+            meta.update(early_stop=group.early_stop)
         write_json_atomic(ctx.root / run_id / RUN_META, meta)
         if capped:
             hold(ctx.root / run_id, plan, capped)

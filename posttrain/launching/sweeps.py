@@ -115,15 +115,15 @@ def check_early_stop(sweep: Sweep, spec: RunSpec) -> None:
             f"spec field 'sweep.early_stop': its checkpoint, step {at}, is not before the "
             f"runs' last step ({steps}); give at_step below {steps}, or at_fraction"
         )
-    traces = spec.traces
+    traces = spec.algorithm.traces
     if (
         traces.samples == 0
         or (traces.every == 0 and not traces.steps)
         or (traces.every > stop.span(steps) and not traces.steps)
     ):
         raise ConfigError(
-            f"spec field 'traces': sweep.early_stop compares the training rewards the traces "
-            f"keep over the {stop.span(steps)} steps before step {at}, and traces every "
+            f"spec field 'algorithm.traces': sweep.early_stop compares the training rewards "
+            f"the traces keep over the {stop.span(steps)} steps before step {at}, and traces every "
             f"{traces.every} step(s) x {traces.samples} sample(s) keep none there; set "
             f"traces.every to at most {stop.span(steps)} (and samples above 0), or widen "
             f"sweep.early_stop.window"

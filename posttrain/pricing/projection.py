@@ -149,3 +149,11 @@ def over_estimate(projection: Projection | None) -> str | None:
         f"${approved:.2f} the launch was approved with ({projection.s_per_step:.2f} s a step "
         f"measured); tell your human, and cancel if they say so"
     )
+
+
+def steps_usd(meta: dict[str, Any], steps: int, container_usd_per_s: float = 0.0) -> float:
+    """What `steps` training steps of a run cost at its priced step (run.json's step_s, the
+    plan's estimate) and its container's price a second (a run not yet started: the plan's,
+    `container_usd_per_s`)."""
+    usd_per_s = billed_usd_per_s(meta) or container_usd_per_s
+    return round(max(0, steps) * float(meta.get("step_s") or 0.0) * usd_per_s, 4)

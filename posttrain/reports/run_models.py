@@ -47,6 +47,9 @@ class RunSummary(BaseModel):
     )
     seed: int | None = None
     arm: str | None = Field(None, description="An experiment's arm, named by its overrides.")
+    stopped_early: str | None = Field(
+        None, description="Why sweep.early_stop cancelled this run, and the money it saved."
+    )
 
 
 class Trend(BaseModel):

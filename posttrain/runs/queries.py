@@ -113,6 +113,15 @@ class Queries:
         )
         return [r[0] for r in rows]
 
+    def train_rewards(self, run_id: str, first: int, last: int) -> list[tuple[str, float]]:
+        """(prompt, reward) of each traced training completion from step `first` to `last`."""
+        rows = self.db.execute(
+            "SELECT prompt, reward FROM traces WHERE run_id=? AND phase='train' AND step>=? "
+            "AND step<=? AND reward IS NOT NULL AND prompt IS NOT NULL ORDER BY step, idx",
+            (run_id, first, last),
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]
+
     def open_groups(self) -> list[str]:
         """The groups with a run not yet final (where an experiment may hold queued runs)."""
         rows = self.db.execute(

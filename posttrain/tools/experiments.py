@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import stored_comparison
+from posttrain.launching.early_stop import stored_decision
 from posttrain.launching.groups import GroupPlan, group_runs, new_group_id
 from posttrain.launching.resolve import resolve
 from posttrain.launching.sweeps import checked, experiment_arms, ranked_metric
@@ -88,7 +89,13 @@ def resolve_experiment(
         overrides=overrides,
         metric=ranked_metric(sweep, [spec for _, spec in built]).model_dump(),
         max_parallel=sweep.max_parallel,
+        early_stop=_early_stop_rule(sweep, plans[0].spec.algorithm.steps),
     )
+
+
+def _early_stop_rule(sweep: Sweep, steps: int) -> dict[str, Any] | None:
+    stop = sweep.early_stop
+    return None if stop is None else {"at_step": stop.step(steps), "window": stop.span(steps)}
 
 
 def smoke_experiment(
@@ -134,6 +141,11 @@ class ArmView(BaseModel):
 class ExperimentView(BaseModel):
     experiment_id: str
     arms: list[ArmView] = Field(description="In the sweep's order.")
+    early_stop: dict[str, Any] | None = Field(
+        None,
+        description="sweep.early_stop's decision once made: the arms compared, the ones "
+        "stopped, the runs cancelled and the money saved (launching.early_stop).",
+    )
     comparison: dict[str, Any] | None = Field(
         None, description="The latest evaluate of the experiment (evals.compare), or None."
     )
@@ -160,7 +172,10 @@ def experiment_view(experiment_id: str, ctx: Any) -> ExperimentView:
         if found and found.get("experiment_id") == experiment_id and comparison is None:
             comparison = found
     return ExperimentView(
-        experiment_id=experiment_id, arms=list(arms.values()), comparison=comparison
+        experiment_id=experiment_id,
+        arms=list(arms.values()),
+        comparison=comparison,
+        early_stop=stored_decision(ctx.root / order[0]),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from posttrain.core.errors import ConfigError, NotFoundError
+from posttrain.launching.early_stop import check_experiments, stored_decision
 from posttrain.reports import trace_page
 from posttrain.reports.health import (
     dry_run_summary,
@@ -23,6 +24,7 @@ from posttrain.reports.health import (
     run_health,
 )
 from posttrain.reports.run_models import (
+    EXPERIMENT_ID_PREFIX,
     TREND_WINDOW,
     CancelResult,
     LogLine,
@@ -72,7 +74,18 @@ def _summary_fields(row: RunRow, now: float, ctx: Context) -> dict[str, Any]:
         "group_id": row.group_id,
         "seed": row.seed,
         "arm": row.arm,
+        "stopped_early": _stopped_early(row),
     }
+
+
+def _stopped_early(row: RunRow) -> str | None:
+    """sweep.early_stop's word on this run, when its experiment stopped it."""
+    if not (row.group_id or "").startswith(EXPERIMENT_ID_PREFIX):
+        return None
+    decision = stored_decision(row.path)
+    if not decision or row.run_id not in decision.get("runs_stopped", []):
+        return None
+    return f"{decision['reason']}; saved about ${decision['saved_usd']:.2f} in all"
 
 
 def list_runs(
@@ -86,6 +99,7 @@ def list_runs(
     `group_id`: only that group's runs."""
     ctx = ctx or Context()
     ctx.refresh()
+    check_experiments(ctx)  # sweep.early_stop: an experiment past its checkpoint is decided
     now = time.time()
     since = now - since_s if since_s else None
     want_stalled = status == "stalled"
@@ -113,6 +127,8 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
 
     ctx = ctx or Context()
     row = ctx.run(run_id)
+    if row.group_id and check_experiments(ctx):  # sweep.early_stop decided now
+        row = ctx.run(run_id)
     now = time.time()
     every = ctx.index.metrics(run_id, phase=None)
     metrics = [m for m in every if m["phase"] == "train"]

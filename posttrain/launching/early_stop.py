@@ -1,0 +1,193 @@
+"""sweep.early_stop: at a checkpoint, the arms beyond noise behind the leader stop.
+
+When every arm has a run past the checkpoint's step (or has none left that could get there),
+each arm's training reward per prompt over the window before the checkpoint (the traces the
+index holds: tasks are prompts, replicates are seeds) goes through the experiment comparison
+(posttrain.evals.comparison.compare_scores). An arm it marks behind the leader beyond noise
+(multiple comparisons with the best) has its unfinished runs cancelled through the normal
+cancel path (a queued one never starts); the leader, and any arm within noise of it, never
+stop. The decision (the arms compared, their means, who stopped, the money saved: each
+stopped run's remaining steps at its priced step cost) is written once to
+`early_stop.json` in every run of the experiment, where get_experiment shows it, and a log
+line in each stopped run says why. Checked on every get_run and list_runs, in any process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from posttrain.core.errors import ConfigError, PosttrainError
+from posttrain.evals.comparison import compare_scores
+from posttrain.pricing.projection import steps_usd
+from posttrain.runs.context import Context
+from posttrain.runs.held import PLAN, cancel_held
+from posttrain.runs.layout import (
+    RUN_META,
+    EventWriter,
+    has_result,
+    read_json,
+    write_json_atomic,
+)
+from posttrain.runs.run_row import RunRow
+
+DECISION = "early_stop.json"  # in each run of the experiment, once decided
+CANCEL_GRACE_S = 10.0
+
+
+def check_experiments(ctx: Context) -> list[dict[str, Any]]:
+    """Decide every open experiment with an early stop whose checkpoint all arms passed; the
+    decisions made now."""
+    made = []
+    for group_id in ctx.index.open_groups():
+        run_ids = ctx.index.group_runs(group_id)
+        if not run_ids:
+            continue
+        first = ctx.root / run_ids[0]
+        rule = read_json(first / RUN_META).get("early_stop")
+        if not rule or (first / DECISION).exists():
+            continue
+        with _deciding(first) as mine:
+            decision = None
+            if mine and not (first / DECISION).exists():
+                decision = decide(ctx, group_id, run_ids, rule)
+            if decision:
+                made.append(decision)
+    return made
+
+
+def decide(
+    ctx: Context, group_id: str, run_ids: list[str], rule: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The decision for one experiment, carried out and recorded; None while an arm's runs
+    have not reached the checkpoint yet."""
+    at, window = int(rule["at_step"]), int(rule["window"])
+    rows = {r: ctx.index.get(r) for r in run_ids}
+    metas = {r: read_json(ctx.root / r / RUN_META) for r in run_ids}
+    by_arm: dict[str, list[str]] = {}
+    for run_id in run_ids:
+        by_arm.setdefault(metas[run_id].get("arm") or "?", []).append(run_id)
+    measured: dict[str, list[str]] = {}
+    for arm, ids in by_arm.items():
+        past = [r for r in ids if (row := rows[r]) is not None and row.step >= at]
+        waiting = [r for r in ids if not has_result(ctx.root / r)]
+        if not past and waiting:
+            return None  # this arm may still get there: decide when it does
+        if past:
+            measured[arm] = past
+    scores = [
+        {"arm": arm, "replicate": metas[r].get("seed", 0), "task": prompt, "score": reward}
+        for arm, ids in measured.items()
+        for r in ids
+        for prompt, reward in ctx.index.train_rewards(r, at - window + 1, at)
+    ]
+    decision: dict[str, Any] = {
+        "experiment_id": group_id,
+        "at_step": at,
+        "window": [at - window + 1, at],
+        "decided_at": time.time(),
+        "compared": "training reward per prompt (traces), seeds as replicates",
+        "arms": {},
+        "stopped": [],
+        "runs_stopped": [],
+        "saved_usd": 0.0,
+    }
+    try:
+        if len(measured) < 2:
+            raise ConfigError(f"{len(measured)} arm(s) reached step {at}: nothing to compare")
+        comparison = compare_scores(scores, goal="maximize")
+    except ConfigError as exc:
+        decision["reason"] = f"no arm stopped: {exc}"
+        return _record(ctx, run_ids, decision)
+    means = {a.arm: a.mean for a in comparison.arms}
+    leader = max(means, key=lambda a: means[a])
+    behind = [a.arm for a in comparison.arms if a.behind_leader and a.arm != leader]
+    decision["arms"] = {
+        a.arm: {"mean": a.mean, "replicates": a.replicates, "behind_leader": a.behind_leader}
+        for a in comparison.arms
+    }
+    decision["leader"], decision["best"] = leader, comparison.best
+    for arm in behind:
+        for run_id in by_arm[arm]:
+            run_dir = ctx.root / run_id
+            if has_result(run_dir):
+                continue
+            saved = _remaining_usd(rows[run_id], metas[run_id], run_dir)
+            _say(run_dir, arm, leader, at, saved)
+            if _stop(ctx, run_dir, rows[run_id]):
+                decision["runs_stopped"].append(run_id)
+                decision["saved_usd"] = round(decision["saved_usd"] + saved, 4)
+    decision["stopped"] = behind
+    decision["reason"] = (
+        f"stopped {', '.join(behind)}: beyond noise behind {leader} at step {at}"
+        if behind
+        else f"no arm is beyond noise behind {leader} at step {at}: every arm goes on"
+    )
+    return _record(ctx, run_ids, decision)
+
+
+def _remaining_usd(row: RunRow | None, meta: dict[str, Any], run_dir: Path) -> float:
+    """The steps a run has left at its priced step cost (a queued run: all of them, at its
+    plan's container price)."""
+    total = int((row.total_steps if row else None) or meta.get("steps") or 0)
+    if not total and (run_dir / PLAN).is_file():
+        total = int(read_json(run_dir / PLAN)["spec"]["algorithm"]["steps"])
+    done = row.step if row else 0
+    plan_price = 0.0
+    if (run_dir / PLAN).is_file():
+        plan_price = float(read_json(run_dir / PLAN)["cost"].get("container_usd_per_s") or 0.0)
+    return steps_usd(meta, total - done, plan_price)
+
+
+def _say(run_dir: Path, arm: str, leader: str, at: int, saved: float) -> None:
+    events = EventWriter(run_dir)
+    events.write(
+        "log",
+        level="info",
+        message=f"stopped early (sweep.early_stop): arm {arm} is beyond noise behind {leader} "
+        f"at step {at}; its remaining steps (about ${saved:.2f}) are not spent",
+    )
+    events.close()
+
+
+def _stop(ctx: Context, run_dir: Path, row: RunRow | None) -> bool:
+    """The normal cancel path: a queued run never starts; a live one is cancelled."""
+    try:
+        if not cancel_held(run_dir) and row is not None:
+            ctx.backend(row.backend_name).cancel(run_dir, grace_s=CANCEL_GRACE_S)
+    except PosttrainError:
+        return False  # not stopped now (Modal unreachable): the decision says so by omission
+    ctx.index.ingest(run_dir, final=has_result(run_dir))
+    return has_result(run_dir)
+
+
+def _record(ctx: Context, run_ids: list[str], decision: dict[str, Any]) -> dict[str, Any]:
+    for run_id in run_ids:
+        write_json_atomic(ctx.root / run_id / DECISION, decision)
+    return decision
+
+
+@contextlib.contextmanager
+def _deciding(run_dir: Path) -> Iterator[bool]:
+    """One process decides an experiment at a time (a lock beside its first run's)."""
+    fd = os.open(run_dir / "early_stop.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def stored_decision(run_dir: Path) -> dict[str, Any] | None:
+    """The experiment's early-stop decision, as its runs keep it, or None."""
+    path = run_dir / DECISION
+    return read_json(path) if path.is_file() else None

@@ -1,0 +1,122 @@
+"""sweep.early_stop: at its checkpoint, an arm beyond noise behind the leader (its training
+reward per prompt, from the traces the real run store indexed) is cancelled through the
+normal cancel path, and the decision, with the money saved, is kept where the experiment and
+its runs are shown; an arm within noise of the leader goes on. Real tiny GRPO runs, locally
+and on the Modal double, scored by a user's reward file that pays longer answers (so one arm,
+cut to 2 tokens, is behind from its first step)."""
+
+import json
+
+import pytest
+
+from posttrain.core.errors import ConfigError
+from posttrain.runs.context import Context
+from posttrain.tools.experiments import experiment_view
+from posttrain.tools.launch import launch
+from posttrain.tools.plan import plan
+from posttrain.tools.runs import cancel_run, get_run, list_runs
+from tests.conftest import kill_leftover_runs, wait_for
+from tests.specs import PAID, tiny
+
+REWARD = """
+def longer(completions, **columns):
+    return [min(1.0, len(str(c).split()) / 8) for c in completions]
+"""
+STOP = {"at_step": 4, "window": 4}
+
+
+def experiment(tmp_path, values: dict, steps: int = 300) -> dict:
+    (tmp_path / "longer.py").write_text(REWARD)
+    return {
+        **tiny(steps=steps, max_completion_length=16, traces={"every": 1, "samples": 8}),
+        "reward": {"name": f"{tmp_path / 'longer.py'}:longer"},
+        "sweep": {**values, "seeds": [0], "early_stop": STOP},
+    }
+
+
+def decided(experiment_id: str, ctx: Context):
+    def ready():
+        list_runs(ctx=ctx)  # every poll checks the experiment, as any client's would
+        return experiment_view(experiment_id, ctx).early_stop
+
+    return wait_for(ready, timeout_s=300, every_s=0.5)
+
+
+def test_early_stop_is_refused_for_kinds_without_a_per_prompt_training_score(home):
+    sft = {**PAID, "algorithm": {"kind": "sft"}}
+    with pytest.raises(ConfigError, match=r"sweep\.early_stop.*SFT runs have no per-prompt"):
+        plan({**sft, "sweep": {"algorithm.learning_rate": [1e-5, 5e-5], "early_stop": STOP}})
+
+
+def test_an_early_stop_with_no_traced_step_in_its_window_names_the_traces(home):
+    sweep = {"algorithm.learning_rate": [1e-5, 5e-5], "early_stop": {"at_step": 20, "window": 5}}
+    with pytest.raises(ConfigError, match=r"'algorithm.traces'.*traces\.every to at most 5"):
+        plan({**PAID, "sweep": sweep})
+    with pytest.raises(ConfigError, match=r"sweep\.early_stop.*one of at_step"):
+        plan({**PAID, "sweep": {**sweep, "early_stop": {"window": 5}}})
+
+
+@pytest.mark.slow
+def test_locally_the_arm_behind_beyond_noise_stops_and_the_leader_goes_on(
+    home, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "2")  # both arms train at once
+    ctx = Context()
+    started = launch(experiment(tmp_path, {"algorithm.max_completion_length": [16, 2]}), ctx=ctx)
+    try:
+        long_run, short_run = started.run_ids
+        decision = decided(started.group_id, ctx)
+        assert decision["leader"] == "max_completion_length=16"
+        assert decision["stopped"] == ["max_completion_length=2"]
+        assert decision["runs_stopped"] == [short_run]
+        arms = decision["arms"]
+        assert arms["max_completion_length=2"]["mean"] < arms["max_completion_length=16"]["mean"]
+        assert get_run(short_run, ctx=ctx).status == "cancelled"
+        assert get_run(long_run, ctx=ctx).status == "running"  # the leader is never stopped
+        shown = {r.run_id: r.stopped_early for r in list_runs(ctx=ctx)}
+        assert "beyond noise behind max_completion_length=16 at step 4" in shown[short_run]
+        assert shown[long_run] is None
+        assert decision["saved_usd"] == 0.0  # this machine is free
+    finally:
+        cancel_run(started.group_id, grace_s=5, ctx=ctx)
+        kill_leftover_runs(home)
+
+
+@pytest.mark.slow
+def test_arms_within_noise_of_each_other_all_go_on(home, tmp_path, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "2")
+    ctx = Context()
+    # two arms that train alike (the timeout is no part of training): nothing between them
+    started = launch(experiment(tmp_path, {"compute.timeout_s": [3000, 3600]}), ctx=ctx)
+    try:
+        decision = decided(started.group_id, ctx)
+        assert decision["stopped"] == [] and decision["runs_stopped"] == []
+        assert "every arm goes on" in decision["reason"]
+        assert {get_run(r, ctx=ctx).status for r in started.run_ids} == {"running"}
+    finally:
+        cancel_run(started.group_id, grace_s=5, ctx=ctx)
+        kill_leftover_runs(home)
+
+
+@pytest.mark.slow
+def test_on_modal_the_stopped_arm_saves_its_remaining_steps_at_its_priced_step(
+    modal_fake, home, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "5")
+    spec = experiment(tmp_path, {"algorithm.max_completion_length": [16, 2]})
+    spec["compute"] = {"backend": "modal", "gpu": "A10", "timeout_s": 1200}
+    ctx = Context()
+    started = launch(spec, ctx=ctx)
+    try:
+        short_run = started.run_ids[1]
+        decision = decided(started.group_id, ctx)
+        assert decision["runs_stopped"] == [short_run]
+        row = get_run(short_run, ctx=ctx)
+        assert row.status == "cancelled"
+        meta = json.loads((home / "runs" / short_run / "run.json").read_text())
+        left = 300 - row.step  # its steps not taken, at the plan's step and the container's $/s
+        expect = left * meta["step_s"] * meta["container_usd_per_s"]
+        assert decision["saved_usd"] == pytest.approx(expect, rel=0.05)
+        assert decision["saved_usd"] > 0
+    finally:
+        cancel_run(started.group_id, ctx=ctx)
