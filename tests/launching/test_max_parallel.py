@@ -45,6 +45,31 @@ def test_the_plan_shows_the_waves_and_the_same_price_as_without_the_cap(home):
     assert free.experiment.max_parallel is None and free.experiment.waves == 1
 
 
+def test_the_cap_reaches_the_plan_over_mcp_and_from_the_cli(home, tmp_path):
+    import asyncio
+
+    import yaml
+    from mcp import Client
+    from typer.testing import CliRunner
+
+    from posttrain.cli.app import app
+    from posttrain.server.app import build_server
+
+    spec = {**PAID, "sweep": {"algorithm.learning_rate": [1e-5, 5e-5, 1e-4], "max_parallel": 2}}
+
+    async def over_mcp():
+        async with Client(build_server(), mode="legacy") as client:
+            return (await client.call_tool("plan", {"spec": spec})).structured_content
+
+    planned = asyncio.run(over_mcp())["experiment"]
+    assert (planned["max_parallel"], planned["waves"]) == (2, 2)
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    shown = CliRunner().invoke(app, ["plan", str(path)], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert "2 waves" in shown.output and "The price is the same" in " ".join(shown.output.split())
+
+
 def test_a_bad_max_parallel_is_refused_naming_the_field(home):
     from posttrain.core.errors import ConfigError
 
