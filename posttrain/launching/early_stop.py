@@ -74,7 +74,8 @@ def decide(
         by_arm.setdefault(metas[run_id].get("arm") or "?", []).append(run_id)
     measured: dict[str, list[str]] = {}
     for arm, ids in by_arm.items():
-        past = [r for r in ids if (row := rows[r]) is not None and row.step >= at]
+        # past the checkpoint in training (a warm start's steps count apart: phase)
+        past = [r for r in ids if (row := rows[r]) is not None and _trained_to(row) >= at]
         waiting = [r for r in ids if not has_result(ctx.root / r)]
         if not past and waiting:
             return None  # this arm may still get there: decide when it does
@@ -129,6 +130,10 @@ def decide(
         else f"no arm is beyond noise behind {leader} at step {at}: every arm goes on"
     )
     return _record(ctx, run_ids, decision)
+
+
+def _trained_to(row: RunRow) -> int:
+    return row.step if row.phase == "train" else 0
 
 
 def _remaining_usd(row: RunRow | None, meta: dict[str, Any], run_dir: Path) -> float:

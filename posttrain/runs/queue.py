@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from posttrain.core.paths import home
+from posttrain.runs.held import is_held
 from posttrain.runs.layout import (
     CANCEL_REQUEST,
     PROCESS,
@@ -57,8 +58,8 @@ def cpu_thread_env() -> dict[str, str]:
 def _waiting(run_dir: Path, meta: dict) -> bool:
     """Queued: no trainer has started and no result is written, and its supervisor lives,
     or is still being started (a reserved run, submitted a moment ago)."""
-    if has_result(run_dir):
-        return False
+    if has_result(run_dir) or is_held(run_dir, meta):
+        return False  # ended, or held back by its experiment's cap (runs.held): not in line
     proc = read_json(run_dir / PROCESS)
     if proc.get("trainer_pid"):
         return False
