@@ -42,6 +42,9 @@ class ExperimentPlan(BaseModel):
     wall_time_s: float = Field(
         0.0, description="The experiment's expected wall time: its runs queued through the cap."
     )
+    early_stop: str | None = Field(
+        None, description="sweep.early_stop in words: when, and what a stopped run saves."
+    )
 
 
 def sweep_of(spec: Any) -> tuple[dict[str, Any], Sweep] | None:
@@ -170,6 +173,20 @@ def parallel_text(backend: str, run_s: list[float], max_parallel: int | None = N
     return (
         f"{backend}: the {runs} runs train side by side, so it takes about its longest run, "
         f"{_minutes(max(run_s, default=0.0))}"
+    )
+
+
+def early_stop_text(sweep: Sweep, spec: RunSpec, cost: CostEstimate) -> str | None:
+    """What sweep.early_stop will do, and the most one stopped run saves."""
+    if sweep.early_stop is None:
+        return None
+    steps = spec.algorithm.steps
+    at, span = sweep.early_stop.step(steps), sweep.early_stop.span(steps)
+    saved = (steps - at) * cost.step_s * cost.container_usd_per_s
+    return (
+        f"at step {at} of {steps}, the arms beyond noise behind the leader on their training "
+        f"reward per prompt (steps {at - span + 1}-{at}) stop; each run stopped then saves its "
+        f"{steps - at} remaining steps, about ${saved:.2f}, from the price above"
     )
 
 

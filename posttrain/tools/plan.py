@@ -20,6 +20,7 @@ from posttrain.launching.columns import check_data
 from posttrain.launching.sweeps import (
     ArmPlan,
     ExperimentPlan,
+    early_stop_text,
     experiment_arms,
     parallel_text,
     ranked_metric,
@@ -229,5 +230,6 @@ def plan_experiment(
             max_parallel=sweep.max_parallel,
             waves=-(-len(costs) // slots),
             wall_time_s=round(wall_time_s(run_s, slots), 1),
+            early_stop=early_stop_text(sweep, first, costs[0]),
         ),
     )

@@ -42,6 +42,17 @@ def decided(experiment_id: str, ctx: Context):
     return wait_for(ready, timeout_s=300, every_s=0.5)
 
 
+def test_the_plan_says_when_arms_stop_and_what_a_stopped_run_saves(home):
+    sweep = {"algorithm.learning_rate": [1e-5, 5e-5], "early_stop": {"at_fraction": 0.25}}
+    spec = {**PAID, "algorithm": {"steps": 100, "traces": {"every": 5}}, "sweep": sweep}
+    result = plan(spec)
+    cost = result.experiment.arms[0].cost
+    said = result.experiment.early_stop
+    assert "at step 25 of 100" in said and "steps 14-25" in said
+    one_run = 75 * cost.step_s * cost.container_usd_per_s
+    assert f"about ${one_run:.2f}" in said
+
+
 def test_early_stop_is_refused_for_kinds_without_a_per_prompt_training_score(home):
     sft = {**PAID, "algorithm": {"kind": "sft"}}
     with pytest.raises(ConfigError, match=r"sweep\.early_stop.*SFT runs have no per-prompt"):
