@@ -101,3 +101,31 @@ def test_posttrain_compare_answers_on_a_small_file_piped_and_as_one_json(tmp_pat
     csv.write_text("arm,replicate,task,score\nbase,0,a,1\nbase,0,b,zero\n")
     bad = subprocess.run([*cmd[:-1], str(csv), "--json"], capture_output=True, text=True)
     assert bad.returncode == 2 and "line 3: score 'zero' is not a number" in bad.stderr
+
+
+def test_an_agent_compares_a_file_and_inline_rows_over_mcp_and_a_path_outside_is_refused(
+    tmp_path,
+):
+    import asyncio
+
+    from mcp import Client
+
+    from posttrain.server.app import build_server
+
+    path = tmp_path / "scores.jsonl"
+    data = rows({"base": 0, "tuned": 0.3}, n=30)
+    path.write_text("\n".join(json.dumps(r) for r in data))
+
+    async def go():
+        async with Client(build_server(roots=[tmp_path]), mode="legacy") as client:
+            by_file = await client.call_tool("compare_scores", {"scores": str(path)})
+            inline = await client.call_tool("compare_scores", {"scores": data})
+            outside = await client.call_tool("compare_scores", {"scores": "/etc/passwd"})
+            bad = await client.call_tool("compare_scores", {"scores": [{"arm": "a"}]})
+            return by_file, inline, outside, bad
+
+    by_file, inline, outside, bad = asyncio.run(go())
+    assert not by_file.is_error and by_file.structured_content["best"] == "tuned"
+    assert not inline.is_error and inline.structured_content["arms"][0]["arm"] == "base"
+    assert outside.is_error and "outside" in outside.content[0].text
+    assert bad.is_error and "row 1: missing ['replicate', 'task', 'score']" in bad.content[0].text
