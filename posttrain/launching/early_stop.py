@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -105,13 +106,17 @@ def decide(
     except ConfigError as exc:
         decision["reason"] = f"no arm stopped: {exc}"
         return _record(ctx, run_ids, decision)
-    means = {a.arm: a.mean for a in comparison.arms}
-    leader = max(means, key=lambda a: means[a])
+    leader = comparison.leader  # the best mean: never stopped, whatever else is said
     behind = [a.arm for a in comparison.arms if a.behind_leader and a.arm != leader]
     decision["arms"] = {
-        a.arm: {"mean": a.mean, "replicates": a.replicates, "behind_leader": a.behind_leader}
+        a.arm: {
+            "mean": None if math.isnan(a.mean) else round(a.mean, 6),
+            "replicates": a.replicates,
+            "behind_leader": a.behind_leader,
+        }
         for a in comparison.arms
     }
+    decision["why"] = comparison.best_reason
     decision["leader"], decision["best"] = leader, comparison.best
     for arm in behind:
         for run_id in by_arm[arm]:
