@@ -75,8 +75,14 @@ def decide(
         by_arm.setdefault(metas[run_id].get("arm") or "?", []).append(run_id)
     measured: dict[str, list[str]] = {}
     for arm, ids in by_arm.items():
-        # past the checkpoint in training (a warm start's steps count apart: phase)
-        past = [r for r in ids if (row := rows[r]) is not None and _trained_to(row) >= at]
+        # past the checkpoint in training (a warm start's steps count apart: phase), by a step
+        # while it runs, so the checkpoint's own traces are indexed before they are read
+        past = [
+            r
+            for r in ids
+            if (row := rows[r]) is not None
+            and _trained_to(row) >= at + (0 if has_result(ctx.root / r) else 1)
+        ]
         waiting = [r for r in ids if not has_result(ctx.root / r)]
         if not past and waiting:
             return None  # this arm may still get there: decide when it does

@@ -6,6 +6,7 @@ and on the Modal double, scored by a user's reward file that pays longer answers
 cut to 2 tokens, is behind from its first step)."""
 
 import json
+import urllib.request
 
 import pytest
 
@@ -16,6 +17,7 @@ from posttrain.tools.launch import launch
 from posttrain.tools.plan import plan
 from posttrain.tools.runs import cancel_run, get_run, list_runs
 from tests.conftest import kill_leftover_runs, wait_for
+from tests.dashboard.conftest import dashboard
 from tests.specs import PAID, tiny
 
 REWARD = """
@@ -88,6 +90,11 @@ def test_locally_the_arm_behind_beyond_noise_stops_and_the_leader_goes_on(
         assert "beyond noise behind max_completion_length=16 at step 4" in shown[short_run]
         assert shown[long_run] is None
         assert decision["saved_usd"] == 0.0  # this machine is free
+        with dashboard(home) as url:  # the experiment's page shows the decision
+            page = urllib.request.urlopen(f"{url}/experiments/{started.group_id}", timeout=30)
+            html = page.read().decode()
+            page.close()
+        assert 'id="early-stop"' in html and "max_completion_length=2" in html
     finally:
         cancel_run(started.group_id, grace_s=5, ctx=ctx)
         kill_leftover_runs(home)
