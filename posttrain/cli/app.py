@@ -73,7 +73,7 @@ def usage_hint(message: str) -> str | None:
 
 app = typer.Typer(
     cls=_LifecycleOrder,
-    epilog="The lifecycle: plan SPEC; data check SPEC; reward check REWARD --spec SPEC; smoke "
+    epilog="The lifecycle: plan SPEC; data check SPEC; reward check --spec SPEC; smoke "
     "SPEC (a free dry run); launch SPEC (a human approves the cost); run get|logs|trace ID; "
     "eval ID; run cancel ID.",
     help=f"Post-train language models carefully ({titles()}, with LoRA): check the data and the "
@@ -138,7 +138,13 @@ def reward_list(as_json: JsonFlag = False) -> None:
 
 @reward_app.command("check")
 def reward_check(
-    reward: Annotated[str, typer.Argument(help="A registry name or path/to/file.py:function.")],
+    reward: Annotated[
+        str | None,
+        typer.Argument(
+            help="A registry name or path/to/file.py:function; with --spec, default: the "
+            "spec's reward (a reward naming it takes its params; --param overrides one)."
+        ),
+    ] = None,
     data: Annotated[
         Path | None, typer.Option(help="Dataset file (.jsonl/.json/.parquet/.csv).")
     ] = None,
@@ -162,6 +168,13 @@ def reward_check(
         Path | None,
         typer.Option(help='A judge\'s agreement with JSONL of {"prompt", "completion", "label"}.'),
     ] = None,
+    families: Annotated[
+        str | None,
+        typer.Option(
+            help="Probe families to run, by comma: generic (always), answer, rhyme, tool, "
+            "judge. Default: those the reward can pay (e.g. rhyme when it pays rhymed lines)."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Probe a reward for exploits on a few rows, beside honest answers, before any GPU time."""
@@ -180,6 +193,7 @@ def reward_check(
             rows=rows,
             probes=str(probes) if probes else None,
             labels=str(labels) if labels else None,
+            families=families,
         ).model_dump(mode="json")
 
     emit(guarded(body), as_json, _render_probe_report)
