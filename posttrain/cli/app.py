@@ -22,6 +22,7 @@ from posttrain.cli.demo import register_demo
 from posttrain.cli.lifecycle import register as register_lifecycle
 from posttrain.cli.run_commands import register
 from posttrain.core.errors import ConfigError
+from posttrain.core.formatting import cut
 
 
 def _flag_type(self: TyperOption, ctx: Any) -> str | None:
@@ -217,7 +218,7 @@ def _render_probe_report(report: dict[str, Any]) -> None:
             f"{p['mean']:.3f}",
             f"{p['max']:.3f}",
             "EXPLOIT" if p["flagged"] else ("accepted" if accepted else "ok"),
-            example[:48] + ("..." if len(example) > 48 else ""),
+            cut(example, 48),
             style="bold red" if p["flagged"] else "",
         )
     console.print(table)
@@ -285,6 +286,7 @@ def env_check(
 
 
 RENDERED_SHOWN = 3000  # characters of the rendered episode in the terminal (JSON: all)
+RENDERED_TAIL = 400  # of them, the end: the last turn and its closing token stay in view
 
 
 def _render_env_report(report: dict[str, Any]) -> None:
@@ -313,13 +315,14 @@ def _render_env_report(report: dict[str, Any]) -> None:
             e["scenario"],
             f"{e['successful_calls']}/{len(calls)}",
             "-" if e["total"] is None else f"{e['total']:g}",
-            untrusted(happened[:70] + ("..." if len(happened) > 70 else "")),
+            untrusted(cut(happened, 70)),
         )
     console.print(table)
     console.print(
         f"[bold]One episode as the model sees it[/bold] ({untrusted(report['tokenizer'])}):"
     )
-    console.print(untrusted(report["rendered"][:RENDERED_SHOWN]), highlight=False)
+    shown = cut(report["rendered"], RENDERED_SHOWN, tail=RENDERED_TAIL)
+    console.print(untrusted(shown), highlight=False)
     for flag in report["flagged"]:
         console.print(f"[bold red]flagged:[/bold red] {untrusted(flag)}")
     for note in report["notes"]:

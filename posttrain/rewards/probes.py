@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.formatting import cut
 from posttrain.rewards.base import Reward, graded_mean
 from posttrain.rewards.guards import checked_scores, reward_label
 from posttrain.rewards.probe_families import PROBES, choose, parse_families
@@ -30,6 +31,7 @@ FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is 
 # probe scoring at least half of it is flagged.
 WEAK_HONEST_SHARE = 0.5
 EXAMPLE_CHARS = 400
+EXAMPLE_TAIL = 80  # of them, the end: what a probe ends with is often its point
 __all__ = ["PROBES", "Distribution", "ProbeReport", "ProbeResult", "run_probes"]
 
 
@@ -252,9 +254,7 @@ def run_probes(
                 max=scores.rewards[best] or 0.0,
                 flagged=flagged,
                 verdict=verdict,
-                example=example
-                if len(example) <= EXAMPLE_CHARS
-                else example[:EXAMPLE_CHARS] + "...",
+                example=cut(example, EXAMPLE_CHARS, tail=EXAMPLE_TAIL),
                 example_score=scores.rewards[best] or 0.0,
                 example_components=scores.row(best),
             )
