@@ -6,12 +6,13 @@ them, from a shell and over MCP; the families not run are said in one line."""
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from posttrain.core.errors import ConfigError
 from posttrain.rewards.probe_families import parse_families
@@ -191,3 +192,32 @@ def test_over_mcp_a_spec_alone_checks_its_reward_and_a_named_param_overrides_the
     assert named["flagged"] == spec_alone["flagged"]
     hardened = asyncio.run(check(reward="rhyme", params={"distinct_end_words": True}))
     assert "same_end_word" not in hardened["flagged"]
+
+
+def test_over_stdio_the_naive_rhyme_file_is_flagged_and_a_named_family_list_is_kept(project, home):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "posttrain.cli", "serve"],
+        env={**os.environ, "POSTTRAIN_HOME": str(home)},
+        cwd=str(project),
+    )
+    ref = str(project / "my_rhyme.py") + ":rhyme_score"
+
+    async def main() -> tuple[dict, dict, str]:
+        async with Client(params) as client:
+            chosen = await client.call_tool("check_reward", {"reward": ref, "data": "poems.jsonl"})
+            named = await client.call_tool(
+                "check_reward", {"reward": ref, "data": "poems.jsonl", "families": ["answer"]}
+            )
+            wrong = await client.call_tool(
+                "check_reward", {"reward": ref, "data": "poems.jsonl", "families": ["format"]}
+            )
+            assert wrong.is_error
+            return chosen.structured_content, named.structured_content, wrong.content[0].text
+
+    chosen, named, wrong = asyncio.run(main())
+    assert {"same_end_word", "one_word_lines"} <= set(chosen["flagged"])
+    assert named["families"] == ["generic", "answer"]  # rhyme not named: said, not run
+    assert named["families_not_run"]["rhyme"] == "not named"
+    assert {"same_end_word", "one_word_lines"} <= set(named["flagged"])  # generic: always
+    assert "families" in wrong and "rhyme" in wrong
