@@ -185,7 +185,7 @@ def reward_check(
 
         return check_reward(
             reward,
-            parse_params(param),
+            parse_params(param) if param else None,  # None: the spec's params stand
             spec=str(spec) if spec else None,
             data=str(data) if data else None,
             prompt_column=prompt_column,
