@@ -33,7 +33,13 @@ CHEAP: dict[str, list[str]] = {
     "skills install": ["--project-dir", "{tmp}/project"],
 }
 # Each argument, by its name.
-ARGUMENTS = {"spec": "{spec}", "run_id": "{run_id}", "job_id": "{job_id}", "target": "calculator"}
+ARGUMENTS = {
+    "spec": "{spec}",
+    "run_id": "{run_id}",
+    "job_id": "{job_id}",
+    "target": "calculator",
+    "scores": "{scores}",
+}
 FIRST = ("smoke", "eval")  # they make the run and the job the others read
 LAST = ("job cancel", "run cancel")  # they end what the others read
 
@@ -73,7 +79,15 @@ def test_every_command_with_json_prints_one_json_document(tmp_path: Path):
     commands = dict(json_commands())
     assert {"smoke", "plan", "reward check", "run get", "job get"} <= set(commands)
     rank = {w: i for i, w in enumerate(FIRST)} | {w: 100 + i for i, w in enumerate(LAST)}
-    values = {"spec": str(spec), "tmp": str(tmp_path)}
+    scores = tmp_path / "scores.jsonl"  # two arms, six tasks: compare's smallest file
+    scores.write_text(
+        "\n".join(
+            json.dumps({"arm": arm, "replicate": 0, "task": t, "score": (t + gain) % 2})
+            for arm, gain in (("base", 0), ("tuned", 1))
+            for t in range(6)
+        )
+    )
+    values = {"spec": str(spec), "tmp": str(tmp_path), "scores": str(scores)}
     documents: dict[str, Any] = {}
     try:
         for words in sorted(commands, key=lambda w: rank.get(w, 50)):
