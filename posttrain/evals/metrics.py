@@ -16,11 +16,14 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from posttrain.evals import stats
+from posttrain.evals.episode_metrics import DESCRIBED
 from posttrain.rewards.base import Scores
 from posttrain.rewards.text import completion_text, plain_text
 
 RHYME_RATE_AT = 0.75  # a sample "rhymes" when its rhyme component reaches this
-DIRECTIONLESS = ("length_words",)  # described, never judged better or worse
+# Described, never judged better or worse (no verdict, no regression): answer length, and an
+# episode's turns and tool calls (posttrain.evals.episode_metrics.DESCRIBED)
+DIRECTIONLESS = ("length_words", *DESCRIBED)
 
 
 class MetricResult(BaseModel):
