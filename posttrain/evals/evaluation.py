@@ -267,37 +267,9 @@ def evaluate_runs(
         if second is not None and (judge_result := _judge_result(result, passes, warnings)):
             unoptimised.insert(0, judge_result)
     mine = [result(m.label, optimised=False) for m in named]
-    nll = _nll_metric(outs, seed)
-    preference = _preference_metrics(outs, seed)
-    labels = [bool(t["label"]) for t in tasks] if any(o.get("logliks") for o in outs) else []
-    feedback = feedback_metrics(outs, labels, seed) if labels else None
-    if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
-        accuracy, margin = preference
-        metrics = [accuracy]
-        unoptimised = [margin, *([nll] if nll is not None else []), *unoptimised]
-    elif feedback is not None:  # KTO: 👍 answers likelier, 👎 ones less likely, paired by row
-        metrics = [feedback[0]]
-        unoptimised = [*feedback[1:], *([nll] if nll is not None else []), *unoptimised]
-    elif reward is None and not episodic:
-        if nll is None and not mine:
-            raise ConfigError(
-                "the spec names no reward and the references' likelihood could not be measured "
-                "on enough tasks; give the spec a reward (e.g. tool_call) or a metric "
-                "(eval.metrics: [tool_call])"
-            )
-        if nll is not None:
-            metrics = [nll.model_copy(update={"optimised": True})]  # what SFT optimises
-        else:  # nothing the kind is judged by: the user's first metric, still un-optimised
-            metrics = [mine.pop(0)]
-            warnings.append(
-                f"the headline is eval.metrics' first, {metrics[0].name}: the held-out "
-                f"references' likelihood could not be measured, and training did not "
-                f"optimise {metrics[0].name}, so it is evidence of a change, not of what was "
-                f"trained"
-            )
-    elif nll is not None:
-        unoptimised.insert(0, nll)
-    unoptimised = [*mine, *unoptimised]  # the user's own metrics first, beside the headline
+    rewarded = reward is not None or episodic
+    metrics, own = _by_kind(metrics, outs, tasks, seed, rewarded, mine, warnings)
+    unoptimised = [*own, *mine, *unoptimised]  # the kind's, the user's, then the rest
     for m in metrics + unoptimised:
         if m.degenerate:
             warnings.append(
@@ -388,6 +360,48 @@ def _names_free(named: list[Named], taken: Any) -> None:
                 f"training reward already reports; give it a label of its own "
                 f"({{name: {metric.ref}, label: my_{metric.label}}})"
             )
+
+
+def _by_kind(
+    metrics: list[MetricResult],
+    outs: list[dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    seed: int,
+    rewarded: bool,
+    mine: list[MetricResult],
+    warnings: list[str],
+) -> tuple[list[MetricResult], list[MetricResult]]:
+    """The headline metrics of the run's kind and its own un-optimised ones, reported first:
+    DPO's preference accuracy (margin beside it), KTO's feedback likelihood, a reward's
+    metrics; with neither, SFT's (or distillation's) reference_nll. Where not even that can
+    be measured, the first of the user's eval.metrics (taken from `mine`) is the headline."""
+    nll = _nll_metric(outs, seed)
+    nlls = [nll] if nll is not None else []
+    preference = _preference_metrics(outs, seed)
+    labels = [bool(t["label"]) for t in tasks] if any(o.get("logliks") for o in outs) else []
+    feedback = feedback_metrics(outs, labels, seed) if labels else None
+    if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
+        accuracy, margin = preference
+        return [accuracy], [margin, *nlls]
+    if feedback is not None:  # KTO: 👍 answers likelier, 👎 ones less likely, paired by row
+        return [feedback[0]], [*feedback[1:], *nlls]
+    if rewarded:
+        return metrics, nlls
+    if nll is not None:
+        return [nll.model_copy(update={"optimised": True})], []  # what SFT optimises
+    if not mine:
+        raise ConfigError(
+            "the spec names no reward and the references' likelihood could not be measured "
+            "on enough tasks; give the spec a reward (e.g. tool_call) or a metric "
+            "(eval.metrics: [tool_call])"
+        )
+    first = mine.pop(0)
+    warnings.append(
+        f"the headline is eval.metrics' first, {first.name}: the held-out references' "
+        f"likelihood could not be measured; training did not optimise {first.name}, so it "
+        f"shows a change in what you measure, not that the training objective was learned"
+    )
+    return [first], []
 
 
 def _second_judge(
