@@ -19,8 +19,8 @@ def episodes(reward: float, turns: int, calls: int):
 
 
 def test_fewer_turns_and_tool_calls_are_described_not_called_worse(tmp_path):
-    spec = load_spec({"model": "tiny-local", "environment": "calculator",
-                      "dataset": {"builtin": "rhyme-gym", "n_rows": 300, "holdout_share": 0.2}})  # fmt: skip
+    dataset = {"builtin": "rhyme-gym", "n_rows": 300, "holdout_share": 0.2}
+    spec = load_spec({"model": "tiny-local", "environment": "calculator", "dataset": dataset})
     run = tmp_path / "run-test-0001"
     run.mkdir()
     (run / "spec.json").write_text(spec.to_json())

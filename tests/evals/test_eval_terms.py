@@ -174,11 +174,11 @@ def test_a_held_out_file_gone_or_outside_the_allowed_folders_is_refused_by_its_f
 ):
     run = run_dir(project, sft_spec("train.jsonl", path="held.jsonl"))
     (project / "held.jsonl").rename(project / "moved.jsonl")
-    with pytest.raises(ConfigError, match="eval.path': 'held.jsonl' does not exist; give an"):
+    with pytest.raises(ConfigError, match=r"eval\.path': 'held\.jsonl' does not exist; give an"):
         evaluate_run(run, never, k=1, max_tasks=100)
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     monkeypatch.chdir(elsewhere)  # the file is in neither the working folder nor the home
     spec = sft_spec(str(project / "train.jsonl"), path=str(project / "moved.jsonl"))
     run = run_dir(elsewhere, spec)
-    with pytest.raises(ConfigError, match="eval.path .* is outside the allowed folders"):
+    with pytest.raises(ConfigError, match=r"eval\.path .* is outside the allowed folders"):
         evaluate_run(run, never, k=1, max_tasks=100)
