@@ -5,8 +5,10 @@ One code path for both arms (posttrain.gpu.arms.generate_job): the base passes r
 attached and the trained pass runs with base pass 1's seed on the same tasks. Each task gets
 k samples. Every metric gets paired per-task deltas, a bootstrap interval, a sign-flip
 p-value, the noise floor and a verdict; the training reward's verdict is the headline, and a
-metric the training did not optimise (answer length, relevance) is reported beside it.
-Results are stored with the run (evaluations/*.json and an `evaluation` event).
+metric the training did not optimise (the user's eval.metrics, reference_nll, a judge) is
+reported beside it; answer length, turns and tool calls are described, never judged. The
+tasks are the run's held-out rows or the spec's eval.path (posttrain.evals.heldout). Results
+are kept with the run, every one of them (posttrain.evals.history).
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ def evaluate_runs(
         def kept(one: list[list[Any]]) -> list[list[float]]:
             return [one[i] for i in graded]
 
-        measured = metric_result(
+        compared = metric_result(
             name,
             [kept(p[name]) for p in passes],
             [kept(b[name]) for b in base_by_seed],
@@ -252,7 +254,7 @@ def evaluate_runs(
             optimised=optimised,
             higher_is_better=higher,
         )
-        return described(measured) if name in DIRECTIONLESS else measured
+        return described(compared) if name in DIRECTIONLESS else compared
 
     if episodic:
         metrics = [result(name) for name in OPTIMISED]
@@ -308,6 +310,10 @@ def evaluate_runs(
         for i, example in enumerate(examples):
             example["base_judge"] = passes[0][JUDGE_METRIC][i][0]
             example["trained_judge"] = trained_by_seed[0][JUDGE_METRIC][i][0]
+    for metric in named:  # and the user's own metrics: {label: [base, trained]}
+        for i, example in enumerate(examples):
+            pair = [passes[0][metric.label][i][0], trained_by_seed[0][metric.label][i][0]]
+            example.setdefault("metrics", {})[metric.label] = pair
     return EvalResult(
         run_id=group_id or first.name,
         runs=[d.name for d in run_dirs],

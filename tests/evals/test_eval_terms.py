@@ -103,6 +103,7 @@ def test_an_sft_run_is_measured_on_the_users_file_by_the_metric_they_named(proje
     assert (named.base_mean, named.trained_mean) == (0.0, 1.0)
     assert named.verdict.startswith(("improved", "unproven: improved"))
     assert "worse" not in result.verdict
+    assert result.examples[0]["metrics"] == {"tool_call": [0.0, 1.0]}  # beside each example
 
 
 def test_a_named_metric_worse_beyond_noise_qualifies_the_headline(project):
