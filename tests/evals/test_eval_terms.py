@@ -6,11 +6,13 @@ decontamination, the reward and the statistics are the real ones."""
 
 import json
 import os
+import random
 
 import pytest
 
+from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
-from posttrain.data.dataset import prepare
+from posttrain.data import gym
 from posttrain.data.demo_specs import TOOL_SYSTEM_PROMPT, tool_rows
 from posttrain.evals.evaluation import evaluate_run
 from posttrain.spec.schema import load_spec
@@ -56,7 +58,7 @@ def run_dir(root, spec: dict):
     run.mkdir(exist_ok=True)
     validated = load_spec(spec)
     (run / "spec.json").write_text(validated.to_json())
-    held = prepare(validated.dataset, "targets").holdout  # the run's own: not what is measured
+    held = algorithm_of(validated).prepare(validated.dataset).holdout  # as the trainer keeps it
     (run / "holdout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held))
     return run
 
@@ -183,3 +185,71 @@ def test_a_held_out_file_gone_or_outside_the_allowed_folders_is_refused_by_its_f
     run = run_dir(elsewhere, spec)
     with pytest.raises(ConfigError, match=r"eval\.path .* is outside the allowed folders"):
         evaluate_run(run, never, k=1, max_tasks=100)
+
+
+def test_a_metric_named_like_a_component_of_the_training_reward_is_refused(project):
+    spec = {**sft_spec("train.jsonl", metrics=[{"name": "rhyme", "label": "name"}])}
+    spec["algorithm"] = {"kind": "grpo"}
+    spec["reward"] = "tool_call"  # reports its components parsed, name and arguments
+    with pytest.raises(ConfigError, match=r"eval\.metrics\[0\] would be reported as 'name'"):
+        evaluate_run(run_dir(project, spec), never, k=1, max_tasks=100)
+
+
+def preference_rows(kind: str, start: int, stop: int) -> list[dict]:
+    """Rhyme-gym prompts with a rhyming and a plain verse: DPO's pairs, or KTO's rated answers
+    (the rhyming one rated up)."""
+    rng = random.Random(start)
+    rows = []
+    for i, row in enumerate(gym.rows(stop)[start:], start=start):
+        topics = gym.pick_topics(rng)
+        good, bad = (gym.verse(topics, rng, rhyming=r) for r in (True, False))
+        if kind == "dpo":
+            rows.append({"id": f"p{i}", "ask": row["prompt"], "good": good, "bad": bad})
+        else:
+            up = i % 2 == 0
+            rows.append({"id": f"f{i}", "ask": row["prompt"], "reply": good if up else bad,
+                         "rating": "up" if up else "down"})  # fmt: skip
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["dpo", "kto"])
+def test_a_preference_run_is_measured_on_the_users_file_by_a_named_metric_beside_its_headline(
+    project, kind
+):
+    write(project / "prefs.jsonl", preference_rows(kind, 0, 120))
+    write(project / "held_prefs.jsonl", preference_rows(kind, 120, 200))  # the user's own
+    columns = {"dpo": {"chosen_column": "good", "rejected_column": "bad"},
+               "kto": {"response_column": "reply", "label_column": "rating"}}[kind]  # fmt: skip
+    spec = {
+        "model": "tiny-local",
+        "dataset": {"path": "prefs.jsonl", "prompt_column": "ask", "holdout_share": 0.4, **columns},
+        "algorithm": {"kind": kind},
+        "eval": {"path": "held_prefs.jsonl", "metrics": ["rhyme"]},
+    }
+    rng = random.Random(1)
+
+    def generate(job):  # the trained model prefers the rhyming answers, and writes them
+        n, k = len(job["prompts"]), job["k"]
+        verses = {r: [gym.verse(gym.pick_topics(rng), rng, rhyming=r) for _ in range(n)]
+                  for r in (True, False)}  # fmt: skip
+        out = {
+            "base": [[[verses[False][i]] * k for i in range(n)] for _ in job["base_seeds"]],
+            "trained": [[verses[True][i]] * k for i in range(n)],
+            "nll": None,
+        }
+        if kind == "dpo":
+            out["margins"] = {"base": [-1.0] * n, "trained": [1.0] * n}
+        else:
+            up = [row["label"] for row in job["feedback"]]
+            out["logliks"] = {"base": [-5.0] * n, "trained": [-4.0 if u else -6.0 for u in up]}
+        return out
+
+    result = evaluate_run(run_dir(project, spec), generate, k=1, max_tasks=100)
+    mine = algorithm_of(kind)
+    assert result.held_out.source == "eval.path" and result.held_out.rows == 80
+    assert result.metrics[0].name == mine.headline_metric  # the kind's own headline
+    names = [m.name for m in result.unoptimised]
+    own = [n for n in mine.unoptimised_metrics if n != "reference_nll"]  # no likelihood here
+    assert names == [*own, "rhyme", "length_words"]  # the kind's, the user's, then length
+    rhyme = result.unoptimised[len(own)]
+    assert (rhyme.base_mean, rhyme.trained_mean) == (0.0, 1.0) and not rhyme.optimised
