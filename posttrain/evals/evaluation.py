@@ -7,8 +7,8 @@ k samples. Every metric gets paired per-task deltas, a bootstrap interval, a sig
 p-value, the noise floor and a verdict; the training reward's verdict is the headline, and a
 metric the training did not optimise (the user's eval.metrics, reference_nll, a judge) is
 reported beside it; answer length, turns and tool calls are described, never judged. The
-tasks are the run's held-out rows or the spec's eval.path (posttrain.evals.heldout). Results
-are kept with the run, every one of them (posttrain.evals.history).
+tasks are the run's held-out rows or the spec's eval.path (posttrain.evals.held_out_tasks).
+Results are kept with the run, every one of them (posttrain.evals.history).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from posttrain.evals.episode_metrics import (
     episode_metrics,
     example_text,
 )
-from posttrain.evals.heldout import HeldOutReport, held_out
+from posttrain.evals.held_out_tasks import HeldOutReport, held_out
 from posttrain.evals.kto_metrics import feedback_metrics
 from posttrain.evals.metrics import (
     DIRECTIONLESS,
