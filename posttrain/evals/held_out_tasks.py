@@ -19,10 +19,13 @@ from pydantic import BaseModel, Field
 from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
 from posttrain.core.paths import confine
-from posttrain.data.dataset import read_rows
+from posttrain.data.dataset import peek_rows, read_rows
 from posttrain.evals import stats
 from posttrain.evals.decontam import decontaminate
+from posttrain.evals.named_metrics import check_columns, named_metrics
 from posttrain.runs.layout import HOLDOUT
+
+PEEK_ROWS = 20  # rows of the held-out file read before a launch to check its columns
 
 
 class HeldOutReport(BaseModel):
@@ -106,8 +109,27 @@ def _run_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def _user_rows(path: str, spec: Any) -> list[dict[str, Any]]:
-    """eval.path's rows, confined to the allowed folders, shaped by the spec's columns."""
+def check_eval_terms(spec: Any, peek: int = PEEK_ROWS) -> None:
+    """Before a launch, from a few rows: eval.path's file has the columns the spec reads, and
+    each metric of eval.metrics finds its columns in the held-out rows (the file's, else the
+    training data's shape); ConfigError naming the field and the fix. Training spends nothing
+    on a run whose evaluation would be refused."""
+    if spec.eval is None or (not spec.eval.path and not spec.eval.metrics):
+        return
+    path = spec.eval.path
+    if path:
+        rows = _user_rows(path, spec, limit=peek)
+    else:
+        raw = peek_rows(spec.dataset, peek)
+        if not raw:  # a hub dataset is read where the trainer runs
+            return
+        rows = algorithm_of(spec).shape(spec.dataset, raw)
+    check_columns(named_metrics(spec), rows, f"eval.path '{path}'" if path else "the data's rows")
+
+
+def _user_rows(path: str, spec: Any, limit: int | None = None) -> list[dict[str, Any]]:
+    """eval.path's rows (the first `limit`), confined to the allowed folders, shaped by the
+    spec's columns."""
     resolved = confine(path, "eval.path")
     if not resolved.is_file():
         raise ConfigError(
@@ -115,7 +137,7 @@ def _user_rows(path: str, spec: Any) -> list[dict[str, Any]]:
             f"back, or launch again with eval.path naming where it is now"
         )
     try:
-        raw = read_rows(resolved)
+        raw = read_rows(resolved, limit)
     except ConfigError as exc:  # its line and what is wrong there
         raise ConfigError(f"eval.path '{path}': {exc}") from None
     if not raw:

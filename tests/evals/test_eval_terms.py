@@ -253,3 +253,25 @@ def test_a_preference_run_is_measured_on_the_users_file_by_a_named_metric_beside
     assert names == [*own, "rhyme", "length_words"]  # the kind's, the user's, then length
     rhyme = result.unoptimised[len(own)]
     assert (rhyme.base_mean, rhyme.trained_mean) == (0.0, 1.0) and not rhyme.optimised
+
+
+def test_plan_and_launch_say_before_training_that_the_evaluation_would_be_refused(project, home):
+    from posttrain.tools.launch import launch
+    from posttrain.tools.plan import plan
+
+    write(project / "other.jsonl", [{"question": r["prompt"], "answer": r["answer"]} for r in HELD])
+    no_prompt = sft_spec("train.jsonl", path="other.jsonl")
+    said = "eval.path 'other.jsonl': dataset column 'prompt' is missing"
+    assert any(said in w for w in plan(no_prompt).warnings)
+    with pytest.raises(ConfigError) as refused:
+        launch(no_prompt)
+    assert said in str(refused.value)
+    no_label = sft_spec(
+        "train.jsonl", metrics=[{"name": "tool_call", "params": {"label_column": "x"}}]
+    )
+    with pytest.raises(ConfigError) as refused:
+        launch(no_label)
+    assert "eval.metrics[0] (tool_call) reads column(s) ['x'], which the data's rows" in str(
+        refused.value
+    )
+    assert not (home / "runs").exists() or not list((home / "runs").iterdir())  # nothing started
