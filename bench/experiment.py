@@ -125,15 +125,15 @@ def main() -> None:
     for arm in e.arms:
         vs = arm.vs_best
         behind = (
-            f"behind by {vs.delta:.3f} [{vs.ci_low:.3f}, {vs.ci_high:.3f}], floor "
-            f"{vs.floor:.3f}, p_holm {vs.p_holm:.4f}, beyond noise {vs.beyond_noise}"
+            f"behind by {vs.delta:.3f} [{vs.ci_low:.3f}, {vs.ci_high:.3f}], p "
+            f"{vs.p_value:.4f}, beyond noise {vs.beyond_noise}"
             if vs
             else "best"
         )
         print(
             f"  {arm.rank}. {arm.arm}: {e.metric} {arm.mean:.3f} (seeds "
-            f"{', '.join(f'{m:.3f}' for m in arm.seed_means)}; seed floor "
-            f"{arm.seed_floor:.3f}); vs base {arm.vs_base['verdict']}; {behind}"
+            f"{', '.join(f'{m:.3f}' for m in arm.seed_means)}); vs base "
+            f"{arm.vs_base['verdict']}; {behind}"
         )
     print(f"  verdict: {e.verdict}")
     print(

@@ -72,11 +72,11 @@ def show(label: str, result: object) -> None:
     print(f"\n{label}: {r['verdict']}")
     print(f"  {r['tasks_used']} held-out tasks, k={r['k']}, {r['base_passes']} base passes")
     for m in r["metrics"] + r["unoptimised"]:
-        seeds = f", seed floor {m['seed_floor']:.3f}" if m.get("seed_floor") is not None else ""
+        seeds = f", seeds' sd {m['seed_sd']:.3f}" if m.get("seed_sd") else ""
         print(
             f"  {m['name']:<16} {m['base_mean']:.3f} -> {m['trained_mean']:.3f}  "
             f"delta {m['delta']:+.3f} [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]  "
-            f"noise floor {m['noise_floor']:.3f}{seeds}  {m['verdict']}"
+            f"se {m['se']:.3f} at {m['df']:.0f} df{seeds}  {m['verdict']}"
         )
 
 

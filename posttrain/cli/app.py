@@ -18,6 +18,7 @@ from typer.core import TyperGroup, TyperOption
 
 from posttrain.algorithms.kinds import titles
 from posttrain.cli.common import EXIT_USAGE, JsonFlag, console, emit, fail, guarded
+from posttrain.cli.compare_command import register as register_compare
 from posttrain.cli.demo import register_demo
 from posttrain.cli.lifecycle import register as register_lifecycle
 from posttrain.cli.run_commands import register
@@ -317,6 +318,7 @@ def _render_env_report(report: dict[str, Any]) -> None:
 register(app, run_app)
 register_lifecycle(app)
 register_demo(app)
+register_compare(app)
 
 
 @app.command("serve")

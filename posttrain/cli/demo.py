@@ -223,10 +223,8 @@ def _real_demo(
 
 
 REAL_EVAL_K = 2  # samples per held-out question and arm: the demo's ten minutes include these
-# Three, not the two evaluate accepts: the noise floor multiplies the passes' spread by
-# t(0.975, df=passes-1), 12.7 with two passes and 4.3 with three. Measured on the demo run
-# (run-261202-075151-ee6a): reward 0.227 -> 0.537, 95% CI +0.22..+0.40, read within_noise
-# against a two-pass floor of 0.37.
+# Three, not the two evaluate accepts: the base is the mean of its passes, so each one more
+# narrows the interval (the base's sampling noise is a part of every delta's variance).
 REAL_EVAL_BASE_PASSES = 3
 
 

@@ -223,7 +223,7 @@ def eval_command(
     as_json: JsonFlag = False,
     events: EventsFlag = False,
 ) -> None:
-    """Base vs trained on held-out tasks: deltas, interval, p-value, noise floor, verdict.
+    """Base vs trained on held-out tasks: deltas, interval, p-value, verdict.
 
     It runs as a detached job (it survives this command: ^C stops only the waiting);
     this command waits for it, with progress (a line at least every 15 s in a pipe, JSON
@@ -420,7 +420,7 @@ def _render_eval(outcome: dict[str, Any]) -> None:
         f"samples each, {r['base_passes']} base passes",
         highlight=False,
     )
-    table = Table("metric", "base", "trained", "delta", "95% CI", "p", "floor", "verdict")
+    table = Table("metric", "base", "trained", "delta", "95% CI", "p", "verdict")
     for m in r["metrics"] + r["unoptimised"]:
         name = m["name"] + (" *" if m["is_training_reward"] else "")
         name += "" if m["optimised"] else " †"
@@ -432,7 +432,6 @@ def _render_eval(outcome: dict[str, Any]) -> None:
             f"{m['delta']:+.3f}",
             f"{m['ci_low']:+.3f}..{m['ci_high']:+.3f}",
             f"{m['p_value']:.4f}",
-            f"{m['noise_floor']:.3f}",
             outcome_word,
         )
     console.print(table)
@@ -447,9 +446,16 @@ def _render_eval(outcome: dict[str, Any]) -> None:
             + "; trained "
             + ", ".join(f"{k} {v:.2f}" for k, v in p["trained"].items())
         )
-    console.print(f"noise floor of the reward: {r['metrics'][0]['noise_formula']}")
-    if r["tasks_needed"]:
-        console.print(f"tasks needed for 80% power at this effect: {r['tasks_needed']}")
+    head = r["metrics"][0]
+    seeds = f", training seeds' sd {head['seed_sd']:.3f}" if head.get("seed_sd") else ""
+    console.print(
+        f"the interval: t at {head.get('df', 0):.0f} df over {head.get('tasks', 0)} paired "
+        f"tasks (samples, passes{' and seeds' if seeds else ''} counted){seeds}",
+        highlight=False,
+    )
+    if r.get("tasks_needed_for"):
+        needed = r["tasks_needed"] if r["tasks_needed"] is not None else "out of reach"
+        console.print(f"tasks needed: {needed} for {r['tasks_needed_for']}", highlight=False)
     for w in r["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {w}")
     console.print(f"[bold]verdict: {r['verdict']}[/bold]")
@@ -460,23 +466,23 @@ def _render_experiment(e: dict[str, Any]) -> None:
     an arm, which read the same in a narrow terminal and in a pipe."""
     console.print(
         f"[bold]{e['experiment_id']}[/bold]: {len(e['arms'])} arms on {e['tasks_used']} "
-        f"held-out tasks, ranked by {e['metric']} ({e['goal']}); evaluation noise floor "
-        f"{e['noise_floor']:.3f}",
+        f"held-out tasks, ranked by {e['metric']} ({e['goal']}); training seeds' sd "
+        f"{e.get('seed_sd', 0.0):.3f} (pooled over the arms)",
         highlight=False,
     )
     for a in e["arms"]:
         seeds = ", ".join(f"{m:.3f}" for m in a["seed_means"])
         console.print(
             f"{a['rank']}. {untrusted(a['arm'])}: {e['metric']} {a['mean']:.3f} (seeds "
-            f"{seeds}; seed floor {a['seed_floor']:.3f}); against the base: "
+            f"{seeds}); against the base: "
             f"{a['vs_base']['verdict']}",
             highlight=False,
         )
         if vs := a["vs_best"]:
             console.print(
                 f"   behind the best by {vs['delta']:.3f} (95% CI {vs['ci_low']:.3f}.."
-                f"{vs['ci_high']:.3f}; noise floor {vs['floor']:.3f}; Holm p "
-                f"{vs['p_holm']:.3g}): {'beyond' if vs['beyond_noise'] else 'within'} noise",
+                f"{vs['ci_high']:.3f}; p {vs['p_value']:.3g}): "
+                f"{'beyond' if vs['beyond_noise'] else 'within'} noise",
                 highlight=False,
             )
     console.print(f"verdict: {e['verdict']}", highlight=False, markup=False)

@@ -16,7 +16,8 @@ def ago(seconds: float | None) -> str:
 
 
 def num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    """A number to `digits` places; "-" for none (or a field an older record lacks)."""
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
 
 
 def clock(t: float | None) -> str:

@@ -3,12 +3,13 @@
 One code path for both arms (posttrain.gpu.arms.generate_job): the base passes run first
 (three seeds by default, which measure the evaluation's own noise), then the adapter is
 attached and the trained pass runs with base pass 1's seed on the same tasks. Each task gets
-k samples. Every metric gets paired per-task deltas, a bootstrap interval, a sign-flip
-p-value, the noise floor and a verdict; the training reward's verdict is the headline, and a
-metric the training did not optimise (the user's eval.metrics, reference_nll, a judge) is
-reported beside it; answer length, turns and tool calls are described, never judged. The
-tasks are the run's held-out rows or the spec's eval.path (posttrain.evals.held_out_tasks).
-Results are kept with the run, every one of them (posttrain.evals.history).
+k samples. Every metric gets the one comparison (posttrain.evals.paired): the delta over
+paired tasks, its interval holding samples, passes and seeds, and a verdict; the training
+reward's verdict is the headline, and a metric the training did not optimise (the user's
+eval.metrics, reference_nll, a judge) is reported beside it; answer length, turns and tool
+calls are described, never judged. The tasks are the run's held-out rows or the spec's
+eval.path (posttrain.evals.held_out_tasks). Results are kept with the run, every one of them
+(posttrain.evals.history).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from posttrain.evals.metrics import (
     regressions,
 )
 from posttrain.evals.named_metrics import Named, check_columns, named_metrics, named_values, score
-from posttrain.evals.pass_rates import PassRates, base_pool, by_reward, pass_threshold
+from posttrain.evals.pass_rates import PassRates, base_pool, pass_rates_of, pass_threshold
+from posttrain.evals.planning import planned_tasks
 from posttrain.rewards.base import Scores
 from posttrain.rewards.guards import score_rows
 from posttrain.rewards.judge.metric import METRIC as JUDGE_METRIC
@@ -88,8 +90,11 @@ class EvalResult(BaseModel):
         "pass and every base pass pooled (None: no reward).",
     )
     tasks_needed: int | None = Field(
-        None, description="Held-out tasks for 80% power at the observed reward effect."
+        None,
+        description="Held-out tasks for 80% power to find the minimum detectable effect "
+        "(tasks_needed_for says which): from this evaluation's spread, not its observed effect.",
     )
+    tasks_needed_for: str | None = None
     warnings: list[str] = Field(default_factory=list)
     examples: list[dict[str, Any]] = Field(default_factory=list)
     path: str | None = None
@@ -142,8 +147,8 @@ def evaluate_runs(
     its price approved (`judge_approved`: posttrain.tools.evaluate)."""
     if base_passes < 2:
         raise ConfigError(
-            "base_passes must be at least 2 (3 recommended): the noise floor "
-            "is measured between base passes"
+            "base_passes must be at least 2 (3 recommended): the base's passes measure its "
+            "sampling noise, and their mean is what the trained model is compared with"
         )
     first = run_dirs[0]
     spec = load_spec(first / SPEC)
@@ -278,19 +283,13 @@ def evaluate_runs(
                 f"DEGENERATE {m.name}: {m.degenerate} across every pass; {DEGENERATE_CAUSE}"
             )
     headline = metrics[0]
-    rates, needed = None, None
+    rates = None
     if reward or episodic:
         threshold, why = pass_threshold(reward, passes, trained_by_seed, threshold)
         if threshold is None:
             warnings.append(f"pass@k and pass^k not reported: {why}")
-        rates, needed = by_reward(
-            base_pool(passes, base_by_seed),
-            trained_by_seed,
-            (base_by_seed[0], trained_by_seed[0]),
-            headline,
-            threshold,
-            k,
-        )
+        rates = pass_rates_of(base_pool(passes, base_by_seed), trained_by_seed, threshold, k)
+    needed, needed_for = planned_tasks(headline, spec.eval.mde if spec.eval else None, reward)
 
     def reward_of(one_pass: dict[str, list[list[float]]], i: int) -> float | None:
         return one_pass["reward"][i][0] if reward or episodic else None
@@ -331,6 +330,7 @@ def evaluate_runs(
         unoptimised=unoptimised,
         pass_rates=rates,
         tasks_needed=needed,
+        tasks_needed_for=needed_for,
         warnings=warnings,
         examples=examples,
         task_prompts=[str(t["prompt"]) for t in tasks],
@@ -528,7 +528,7 @@ def _preference_metrics(
     """Held-out preference accuracy (the share of pairs whose chosen answer the model finds
     likelier than the rejected one, summed over tokens as DPO compares them) and the mean
     margin, base against trained, paired by pair. Deterministic, like reference_nll: the base
-    passes agree and the noise floor is 0, and the seeds' spread is the uncertainty."""
+    passes agree, and the tasks and the seeds' spread are the uncertainty."""
     if any(o.get("margins") is None for o in outs):
         return None
     base0 = outs[0]["margins"]["base"]
@@ -555,7 +555,7 @@ def _preference_metrics(
 
 def _nll_metric(outs: list[dict[str, Any]], seed: int) -> MetricResult | None:
     """reference_nll from each seed's arms: deterministic, so its base "passes" agree and its
-    noise floor is 0; tasks without a reference are left out."""
+    base passes agree; tasks without a reference are left out."""
     if any(o.get("nll") is None for o in outs):
         return None
     base0 = outs[0]["nll"]["base"]

@@ -4,12 +4,12 @@ undesirable ones less likely?
 Per held-out row, the answer's mean token log-likelihood under the base and the trained model
 (posttrain.gpu.kto_likelihood). Signed by the rater's verdict (+1 for 👍, -1 for 👎), the
 trained-minus-base change is one number a row that KTO should raise on both sides: the rows are
-paired, so posttrain.evals.metrics gives its bootstrap interval, sign-flip p-value and verdict,
-as for every other metric. The two sides are also reported apart (unoptimised views): a gain
+paired, so posttrain.evals.metrics gives its interval, p-value and verdict, as for every other
+metric. The two sides are also reported apart (unoptimised views): a gain
 that comes only from pushing 👎 answers down reads differently from one that lifts 👍 answers.
 
-Deterministic, like reference_nll: the base passes agree (noise floor 0), and the seeds' spread
-is the uncertainty.
+Deterministic, like reference_nll: the base passes agree, and the rows and the seeds' spread
+are the uncertainty.
 """
 
 from __future__ import annotations

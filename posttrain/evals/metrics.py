@@ -1,5 +1,6 @@
-"""Per-metric results of an evaluation: paired deltas over tasks, averaged over the training
-seeds of a group, against the evaluation's noise floor and the spread between seeds.
+"""Per-metric results of an evaluation: the trained model against its base, paired by task,
+its interval holding the tasks, the samples, the base's passes and a group's training seeds
+(posttrain.evals.paired).
 
 A metric is `optimised` when the training reward pays it (the reward, its headline
 components, the rhyme rate); `reference_nll` and answer length are not, and are reported
@@ -9,13 +10,13 @@ same result as a clean gain.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from posttrain.evals import stats
+from posttrain.evals import paired, stats
+from posttrain.evals.comparison import verdict_of
 from posttrain.evals.episode_metrics import DESCRIBED
 from posttrain.rewards.base import Scores
 from posttrain.rewards.text import completion_text, plain_text
@@ -32,18 +33,21 @@ class MetricResult(BaseModel):
     optimised: bool = Field(True, description="Whether the training reward pays this metric.")
     higher_is_better: bool = True
     base_pass_means: list[float] = Field(description="The metric's mean in each base pass.")
-    base_mean: float = Field(description="Base pass 1, paired with the trained pass.")
+    base_mean: float = Field(description="The base's mean over its passes (per seed's base).")
     trained_mean: float = Field(description="The mean over seeds of each seed's trained pass.")
     delta: float = Field(description="trained - base, per task, averaged over seeds and tasks.")
     ci_low: float
     ci_high: float
+    se: float = Field(
+        0.0, description="The delta's standard error: tasks, samples, passes and seeds."
+    )
+    df: float = Field(0.0, description="Its degrees of freedom (Satterthwaite).")
+    tasks: int = Field(0, description="The tasks paired (every pass graded them).")
     p_value: float
-    noise_floor: float
-    noise_formula: str
     seeds: int = 1
     seed_deltas: list[float] = Field(default_factory=list, description="Each seed's delta.")
-    seed_floor: float = Field(
-        0.0, description="Half-width of the seeds' 95% interval: the training noise."
+    seed_sd: float = Field(
+        0.0, description="The training seeds' sd counted in the interval (0: not measured)."
     )
     verdict: str
     degenerate: str | None = None
@@ -77,93 +81,86 @@ def degenerate(values: list[float]) -> str | None:
     return None
 
 
-def seed_floor(seed_deltas: list[float], alpha: float = stats.ALPHA) -> float:
-    """How far the seeds' mean delta may sit from zero by training noise alone: the
-    half-width of its t interval, t(1 - a/2, n - 1) x sd / sqrt(n); 0 with one seed."""
-    n = len(seed_deltas)
-    if n < 2:
-        return 0.0
-    from scipy import stats as scipy_stats  # ~0.5 s: not at the server's start-up
-
-    t = float(scipy_stats.t.ppf(1 - alpha / 2, n - 1))
-    return t * statistics.stdev(seed_deltas) / math.sqrt(n)
-
-
 def metric_result(
     name: str,
     base_passes: list[list[list[float]]],
     base_by_seed: list[list[list[float]]],
     trained_by_seed: list[list[list[float]]],
     *,
-    seed: int,
+    seed: int = 0,
     optimised: bool = True,
     higher_is_better: bool = True,
 ) -> MetricResult:
-    """base_passes: [pass][task][sample] of one base (its passes measure the evaluation's
-    noise); base_by_seed, trained_by_seed: [seed][task][sample], each seed's trained pass
-    paired with its own base's pass 1 on the same tasks."""
-    task_means = [[statistics.fmean(s) for s in one_pass] for one_pass in base_passes]
-    pass_means = [statistics.fmean(p) for p in task_means]
-    per_seed = [
-        [statistics.fmean(t) - statistics.fmean(b) for t, b in zip(trained, base, strict=True)]
-        for trained, base in zip(trained_by_seed, base_by_seed, strict=True)
-    ]
-    deltas = [statistics.fmean(column) for column in zip(*per_seed, strict=True)]  # per task
-    seed_deltas = [statistics.fmean(d) for d in per_seed]
-    floor = stats.noise_floor(pass_means)
-    training = seed_floor(seed_deltas)
-    ci = stats.bootstrap_ci(deltas, seed=seed)
-    delta = statistics.fmean(deltas)
+    """base_passes: [pass][task][sample] of one base (its passes are its replicates);
+    base_by_seed, trained_by_seed: [seed][task][sample]. With one base for every seed, the
+    seeds (the arm's replicates) are compared with the base's passes; with a base of each
+    seed's own (its own warm-start), each seed's trained pass minus its own base. Either way
+    through `posttrain.evals.paired`, the one comparison every verdict uses. `seed` is kept
+    for callers; the interval draws nothing at random."""
+    del seed
+    import numpy as np
+
+    base = np.array([_task_means(p) for p in base_passes])
+    bases = np.array([_task_means(b) for b in base_by_seed])
+    trained = np.array([_task_means(t) for t in trained_by_seed])
+    shared = all(np.array_equal(b, base[0]) for b in bases)
+    if shared:
+        est = paired.difference(trained, base, paired.spread(trained), paired.spread(base))
+        against = np.broadcast_to(base.mean(axis=0), trained.shape)
+    else:  # each seed against its own base
+        against = bases
+        own = trained - bases
+        est = paired.difference(own, np.zeros((1, own.shape[1])), paired.spread(own))
     every = [v for p in base_passes for task in p for v in task] + [
-        v for trained in trained_by_seed for task in trained for v in task
+        v for one in trained_by_seed for task in one for v in task
     ]
     bad = degenerate(every) if name not in DIRECTIONLESS and higher_is_better else None
     sign = 1.0 if higher_is_better else -1.0  # the verdict judges "better", not "higher"
+    outcome, _ = verdict_of(est, sign, constant=len(set(every)) == 1)
+    if bad is not None:
+        outcome = "insufficient_data"
     verdict = stats.verdict(
-        sign * delta,
-        (min(sign * ci[0], sign * ci[1]), max(sign * ci[0], sign * ci[1])),
-        max(floor.value, training),
-        len(deltas),
-        training_seeds=len(seed_deltas),
+        outcome,
+        est.tasks,
+        training_seeds=len(trained),
         is_training_reward=name == "reward",
-        degenerate=bad is not None,
     )
-    trained_means = [statistics.fmean(statistics.fmean(s) for s in t) for t in trained_by_seed]
     return MetricResult(
         name=name,
         is_training_reward=name == "reward",
         optimised=optimised,
         higher_is_better=higher_is_better,
-        base_pass_means=pass_means,
-        base_mean=statistics.fmean(
-            statistics.fmean(statistics.fmean(s) for s in b) for b in base_by_seed
-        ),
-        trained_mean=statistics.fmean(trained_means),
-        delta=delta,
-        ci_low=ci[0],
-        ci_high=ci[1],
-        p_value=stats.sign_flip_p([sign * d for d in deltas], seed=seed),
-        noise_floor=floor.value,
-        noise_formula=floor.formula,
-        seeds=len(seed_deltas),
-        seed_deltas=seed_deltas,
-        seed_floor=training,
+        base_pass_means=[float(m) for m in base.mean(axis=1)],
+        base_mean=float(against.mean()),
+        trained_mean=float(trained.mean()),
+        delta=est.delta,
+        ci_low=est.low,
+        ci_high=est.high,
+        se=est.se,
+        df=est.df,
+        tasks=est.tasks,
+        p_value=est.p_value,
+        seeds=len(trained),
+        seed_deltas=[float(d) for d in (trained - against).mean(axis=1)],
+        seed_sd=est.replicate_sd,
         verdict=verdict.text,
         degenerate=bad,
     )
 
 
+def _task_means(one_pass: list[list[float]]) -> list[float]:
+    return [statistics.fmean(samples) for samples in one_pass]
+
+
 def regressions(unoptimised: list[MetricResult]) -> list[str]:
-    """Un-optimised metrics that got worse beyond noise: the interval of the paired per-task
-    deltas lies on the worse side of zero and the mean clears the base passes' noise floor.
-    One rule for a run and a group: the training-seed spread of a group widens what counts as
-    a proven gain, never what hides a loss every seed's tasks show."""
+    """Un-optimised metrics that got worse beyond noise: the same interval as every verdict
+    lies on the worse side of zero."""
     worse = []
     for m in unoptimised:
         if m.name in DIRECTIONLESS or m.degenerate:
             continue
         sign = 1.0 if m.higher_is_better else -1.0  # worse: lower, or higher for a loss
-        if max(sign * m.ci_low, sign * m.ci_high) < 0 and -sign * m.delta > m.noise_floor:
+        if max(sign * m.ci_low, sign * m.ci_high) < 0:
             worse.append(m.name)
     return worse
 

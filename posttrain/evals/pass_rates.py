@@ -72,32 +72,11 @@ def base_pool(passes: list[Pass], base_by_seed: list[Pass]) -> list[Pass]:
     return passes + [b for b in base_by_seed[1:] if all(b is not p for p in passes)]
 
 
-def by_reward(
-    base: list[Pass],
-    trained: list[Pass],
-    paired: tuple[Pass, Pass],
-    headline: Any,
-    threshold: float | None,
-    k: int,
-) -> tuple[PassRates | None, int | None]:
-    """Pass rates at the threshold over every base and every trained pass (None: not
-    reported), and the held-out tasks 80% power needs at the observed effect (from the
-    first seed's trained pass against its base, `paired`)."""
-    first_base, first_trained = paired
-    deltas_sd = statistics.pstdev(
-        [
-            statistics.fmean(t) - statistics.fmean(b)
-            for t, b in zip(first_trained["reward"], first_base["reward"], strict=True)
-        ]
-    )
-    needed = (
-        stats.holdout_size(headline.delta, deltas_sd)
-        if headline.delta > 0 and deltas_sd > 0
-        else None
-    )
-    rates = (
-        pass_rates([b["reward"] for b in base], [t["reward"] for t in trained], threshold, k)
-        if threshold is not None
-        else None
-    )
-    return rates, needed
+def pass_rates_of(
+    base: list[Pass], trained: list[Pass], threshold: float | None, k: int
+) -> PassRates | None:
+    """Pass rates at the threshold over every base and every trained pass (None: no
+    threshold, so not reported)."""
+    if threshold is None:
+        return None
+    return pass_rates([b["reward"] for b in base], [t["reward"] for t in trained], threshold, k)

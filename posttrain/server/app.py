@@ -19,6 +19,7 @@ from posttrain.algorithms.kinds import titles
 from posttrain.core.secrets import mask_log_records
 from posttrain.runs.context import Context as RunContext
 from posttrain.server import (
+    compare_tools,
     finished_run_tools,
     job_views,
     launch_tools,
@@ -44,6 +45,7 @@ TOOL_SETS = (
     launch_tools.TOOLS,
     run_views.TOOLS,
     finished_run_tools.TOOLS,
+    compare_tools.TOOLS,
     job_views.TOOLS,
 )
 

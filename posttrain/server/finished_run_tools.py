@@ -83,11 +83,11 @@ async def evaluate(
 ) -> EvaluateOutcome:
     """Prove (or fail to prove) that training helped: base vs trained on held-out tasks.
 
-    One code path for both arms (only the adapter differs); three base passes measure the
-    noise floor; per-task paired deltas get a bootstrap interval and a permutation
-    p-value; contaminated tasks are dropped. The verdict is improved, within_noise, worse
-    or insufficient_data, prefixed "unproven:" when n < 50 tasks, fewer than 3 training
-    seeds, or the metric is the training reward itself; reference_nll (the held-out
+    One code path for both arms (only the adapter differs); three base passes; one
+    interval per metric over the paired tasks, holding the samples, the passes and a
+    group's training seeds; contaminated tasks are dropped. The verdict is improved,
+    within_noise, worse or insufficient_data, prefixed "unproven:" when n < 20 tasks, one
+    training seed, or the metric is the training reward itself; reference_nll (the held-out
     references' likelihood, which training did not optimise) is reported apart, and a
     gain with it worse reads improved_with_regression. Local runs evaluate here for free
     (seconds on the tiny model); a Modal run's evaluation costs money and asks your

@@ -547,6 +547,10 @@ class MetricSpec(RewardSpec):
         return self.label or self.name.rpartition(":")[2]
 
 
+# eval fields added after specs with an eval section were stored: unset, they stay out of the id
+EVAL_FIELDS_ADDED = ("mde", "path", "metrics")
+
+
 class EvalSpec(Strict):
     """How evaluate judges the trained model."""
 
@@ -562,6 +566,14 @@ class EvalSpec(Strict):
         "metric, eval_judge): the params of a judge reward (rubric or rubric_file, base_url, "
         "model, api_key_env, ...), scoring each answer alone. Give it a rubric the training "
         "never saw.",
+    )
+
+    mde: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None,
+        description="The smallest gain worth finding, in the headline metric's units: "
+        "evaluate's tasks_needed is the held-out tasks for an 80% chance of calling a gain "
+        "this large improved. None: 5% of the reward's declared range (0.05 on a 0-1 metric), "
+        "else a fifth of the per-task deltas' sd.",
     )
 
     path: str | None = Field(
@@ -764,15 +776,16 @@ class RunSpec(Strict):
         # the field existed as it was
         exclude: dict[str, Any] = {"name": True}
         exclude |= {f: True for f in ("environment", "eval") if getattr(self, f) is None}
-        if self.eval is not None:  # eval.path and eval.metrics came later: unset, not hashed
-            unset_eval = {f: True for f in ("path", "metrics") if not getattr(self.eval, f)}
-            if unset_eval:
-                exclude["eval"] = unset_eval
         for part, fields in (
             ("algorithm", kind_fields()),
             ("dataset", ("chosen_column", "rejected_column", "label_column")),
+            ("eval", EVAL_FIELDS_ADDED),
         ):
-            unset = {f: True for f in fields if getattr(getattr(self, part), f) is None}
+            section = getattr(self, part)
+            if section is None:
+                continue
+            # unset: None, or an empty list (eval.metrics)
+            unset = {f: True for f in fields if getattr(section, f, None) in (None, [])}
             if unset:
                 exclude[part] = unset
         canonical = json.dumps(

@@ -1,6 +1,6 @@
 """Run groups: one spec, several seeds, one approval; evaluated together, the spread between
-seeds (training noise) beside the evaluation's own noise. Statistics checked by hand; a real
-group trained on the tiny model and evaluated through the tools."""
+seeds (training noise) counted in the one interval every verdict uses. Statistics checked by
+hand; a real group trained on the tiny model and evaluated through the tools."""
 
 import math
 import shutil
@@ -17,8 +17,6 @@ from tests.conftest import kill_leftover_runs, wait_finished
 from tests.doubles import PaidBackendDouble
 from tests.specs import EVAL_RUN, PAID
 
-T_975_DF2 = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2), checked by hand in a table
-
 
 def tasks(values):
     """[task][sample] from one value per task."""
@@ -33,9 +31,14 @@ def test_three_seeds_that_agree_prove_a_gain_and_drop_the_seed_caveat():
     m = metric_result("rhyme", passes, [base] * 3, trained, seed=0)
     assert m.seed_deltas == pytest.approx([0.3, 0.35, 0.4])
     assert m.delta == pytest.approx(0.35)
-    sd = statistics.stdev([0.3, 0.35, 0.4])  # 0.05
-    assert m.seed_floor == pytest.approx(T_975_DF2 * sd / math.sqrt(3))  # 0.1242
-    assert m.verdict == "improved"  # n >= 50, 3 seeds, not the training reward: no caveat
+    # every task moved alike: the uncertainty is the seeds' (sd 0.05) and the passes' (0.01)
+    seeds, passes_var = (
+        statistics.variance([0.5, 0.55, 0.6]),
+        statistics.variance([0.2, 0.21, 0.19]),
+    )
+    assert m.seed_sd == pytest.approx(math.sqrt(seeds / 3 + passes_var / 3))
+    assert m.se == pytest.approx(m.seed_sd)
+    assert m.verdict == "improved"  # n >= 20, 3 seeds, not the training reward: no caveat
 
 
 def test_seeds_that_disagree_are_training_noise_not_a_gain():
@@ -45,23 +48,22 @@ def test_seeds_that_disagree_are_training_noise_not_a_gain():
     trained = [tasks([0.9] * n), tasks([0.2] * n), tasks([-0.3] * n)]  # +0.7, 0, -0.5
     m = metric_result("rhyme", passes, [base] * 3, trained, seed=0)
     assert m.delta == pytest.approx(0.2 / 3)
-    assert m.seed_floor > m.delta  # the seeds' spread swallows the mean delta
+    assert m.ci_low < 0 < m.delta  # the seeds' spread swallows the mean delta
     assert m.verdict == "within_noise"
 
 
-def test_fewer_than_three_seeds_keep_a_caveat():
+def test_two_seeds_are_counted_by_their_spread_and_one_is_said_unmeasured():
     n = 60
     base, passes = tasks([0.2] * n), [tasks([0.2] * n), tasks([0.2] * n)]
     one = metric_result("rhyme", passes, [base], [tasks([0.5] * n)], seed=0)
-    close = [tasks([0.5] * n), tasks([0.51] * n)]  # deltas 0.30, 0.31: t(0.975, 1) = 12.7
+    close = [tasks([0.5] * n), tasks([0.51] * n)]  # deltas 0.30, 0.31: t(0.975, 1) = 12.71
     two = metric_result("rhyme", passes, [base] * 2, close, seed=0)
     apart = metric_result("rhyme", passes, [base] * 2, [tasks([0.5] * n), tasks([0.6] * n)], seed=0)
     assert one.verdict == "unproven: improved (one training seed)"
-    assert two.verdict == "unproven: improved (2 training seeds < 3)"
-    assert apart.seed_floor == pytest.approx(
-        12.7062 * statistics.stdev([0.3, 0.4]) / math.sqrt(2), rel=1e-4
-    )
-    assert apart.verdict == "unproven: within_noise (2 training seeds < 3)"  # 0.35 < 0.64
+    assert two.verdict == "improved"  # 0.305 +- 12.71 x 0.005
+    assert apart.df == pytest.approx(1) and apart.se == pytest.approx(0.05)
+    assert apart.ci_high - apart.delta == pytest.approx(12.7062 * 0.05, rel=1e-4)
+    assert apart.verdict == "within_noise"  # 0.35 +- 0.64
 
 
 def test_reference_nll_is_better_lower_and_a_rise_qualifies_the_headline():
@@ -163,7 +165,7 @@ def test_a_local_group_queues_trains_and_is_evaluated_across_its_seeds(home):
     assert get_run(started.run_ids[1]).evaluation["verdict"] == result.verdict
 
 
-def test_a_regression_every_task_shows_is_named_for_one_run_and_for_a_group_alike():
+def test_a_regression_is_named_by_the_same_rule_for_one_run_and_for_a_group():
     n, base = 60, tasks([2.0] * 60)
     one_run = metric_result(
         "reference_nll",
@@ -174,9 +176,10 @@ def test_a_regression_every_task_shows_is_named_for_one_run_and_for_a_group_alik
         optimised=False,
         higher_is_better=False,
     )
-    # three seeds that all got worse on every task, by amounts far apart: their spread
-    # (seed floor ~0.99) hides the rise from the metric's own verdict, never from the headline
-    group = metric_result(
+    # three seeds that all got worse on every task, by amounts far apart (0.1, 0.9, 0.5): one
+    # rule for every verdict, so their spread (0.5 +- 0.99) keeps the rise unproven, in the
+    # metric's verdict and in the headline alike; seeds that agree (0.4, 0.5, 0.6) prove it
+    apart = metric_result(
         "reference_nll",
         [base, base],
         [base] * 3,
@@ -185,7 +188,17 @@ def test_a_regression_every_task_shows_is_named_for_one_run_and_for_a_group_alik
         optimised=False,
         higher_is_better=False,
     )
-    assert group.verdict == "within_noise" and group.seed_floor > group.delta
+    group = metric_result(
+        "reference_nll",
+        [base, base],
+        [base] * 3,
+        [tasks([2.4] * n), tasks([2.5] * n), tasks([2.6] * n)],
+        optimised=False,
+        higher_is_better=False,
+    )
+    assert apart.verdict == "within_noise" and apart.ci_low < 0 < apart.delta
+    assert regressions([apart]) == []
+    assert group.verdict == "worse"
     assert regressions([one_run]) == regressions([group]) == ["reference_nll"]
     headline = "unproven: improved (the metric is the training reward itself)"
     assert qualified(headline, regressions([group])) == qualified(headline, ["reference_nll"])

@@ -68,7 +68,7 @@ def test_an_experiment_is_planned_launched_and_compared_over_mcp(home):
     assert [a["rank"] for a in ranked] == [1, 2] and ranked[0]["vs_best"] is None
     assert ranked[0]["mean"] >= ranked[1]["mean"]  # maximize: the best first
     behind = ranked[1]["vs_best"]
-    assert set(behind) >= {"delta", "ci_low", "ci_high", "p_holm", "floor", "beyond_noise"}
+    assert set(behind) >= {"delta", "ci_low", "ci_high", "se", "df", "p_value", "beyond_noise"}
     # a winner is named only beyond noise; otherwise the verdict says the tie
     if compared["best"] is None:
         assert "tied_within_noise" in compared["verdict"] and not behind["beyond_noise"]

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 
 MODES = ("legacy", "2026-07-28")
 VERBS = {
+    "compare_scores",
     "plan",
     "check_dataset",
     "check_reward",

