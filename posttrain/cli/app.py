@@ -23,6 +23,7 @@ from posttrain.cli.demo import register_demo
 from posttrain.cli.lifecycle import register as register_lifecycle
 from posttrain.cli.run_commands import register
 from posttrain.core.errors import ConfigError
+from posttrain.core.formatting import cut
 
 
 def _flag_type(self: TyperOption, ctx: Any) -> str | None:
@@ -74,7 +75,7 @@ def usage_hint(message: str) -> str | None:
 
 app = typer.Typer(
     cls=_LifecycleOrder,
-    epilog="The lifecycle: plan SPEC; data check SPEC; reward check REWARD --spec SPEC; smoke "
+    epilog="The lifecycle: plan SPEC; data check SPEC; reward check --spec SPEC; smoke "
     "SPEC (a free dry run); launch SPEC (a human approves the cost); run get|logs|trace ID; "
     "eval ID; run cancel ID.",
     help=f"Post-train language models carefully ({titles()}, with LoRA): check the data and the "
@@ -139,7 +140,13 @@ def reward_list(as_json: JsonFlag = False) -> None:
 
 @reward_app.command("check")
 def reward_check(
-    reward: Annotated[str, typer.Argument(help="A registry name or path/to/file.py:function.")],
+    reward: Annotated[
+        str | None,
+        typer.Argument(
+            help="A registry name or path/to/file.py:function; with --spec, default: the "
+            "spec's reward (a reward naming it takes its params; --param overrides one)."
+        ),
+    ] = None,
     data: Annotated[
         Path | None, typer.Option(help="Dataset file (.jsonl/.json/.parquet/.csv).")
     ] = None,
@@ -163,6 +170,13 @@ def reward_check(
         Path | None,
         typer.Option(help='A judge\'s agreement with JSONL of {"prompt", "completion", "label"}.'),
     ] = None,
+    families: Annotated[
+        str | None,
+        typer.Option(
+            help="Probe families to run, by comma: generic (always), answer, rhyme, tool, "
+            "judge. Default: those the reward can pay (e.g. rhyme when it pays rhymed lines)."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Probe a reward for exploits on a few rows, beside honest answers, before any GPU time."""
@@ -172,7 +186,7 @@ def reward_check(
 
         return check_reward(
             reward,
-            parse_params(param),
+            parse_params(param) if param else None,  # None: the spec's params stand
             spec=str(spec) if spec else None,
             data=str(data) if data else None,
             prompt_column=prompt_column,
@@ -181,6 +195,7 @@ def reward_check(
             rows=rows,
             probes=str(probes) if probes else None,
             labels=str(labels) if labels else None,
+            families=families,
         ).model_dump(mode="json")
 
     emit(guarded(body), as_json, _render_probe_report)
@@ -204,7 +219,7 @@ def _render_probe_report(report: dict[str, Any]) -> None:
             f"{p['mean']:.3f}",
             f"{p['max']:.3f}",
             "EXPLOIT" if p["flagged"] else ("accepted" if accepted else "ok"),
-            example[:48] + ("..." if len(example) > 48 else ""),
+            cut(example, 48),
             style="bold red" if p["flagged"] else "",
         )
     console.print(table)
@@ -272,6 +287,7 @@ def env_check(
 
 
 RENDERED_SHOWN = 3000  # characters of the rendered episode in the terminal (JSON: all)
+RENDERED_TAIL = 400  # of them, the end: the last turn and its closing token stay in view
 
 
 def _render_env_report(report: dict[str, Any]) -> None:
@@ -300,13 +316,14 @@ def _render_env_report(report: dict[str, Any]) -> None:
             e["scenario"],
             f"{e['successful_calls']}/{len(calls)}",
             "-" if e["total"] is None else f"{e['total']:g}",
-            untrusted(happened[:70] + ("..." if len(happened) > 70 else "")),
+            untrusted(cut(happened, 70)),
         )
     console.print(table)
     console.print(
         f"[bold]One episode as the model sees it[/bold] ({untrusted(report['tokenizer'])}):"
     )
-    console.print(untrusted(report["rendered"][:RENDERED_SHOWN]), highlight=False)
+    shown = cut(report["rendered"], RENDERED_SHOWN, tail=RENDERED_TAIL)
+    console.print(untrusted(shown), highlight=False)
     for flag in report["flagged"]:
         console.print(f"[bold red]flagged:[/bold red] {untrusted(flag)}")
     for note in report["notes"]:

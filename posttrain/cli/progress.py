@@ -9,7 +9,8 @@
   an agent that sees nothing for minutes assumes a hang and kills the job.
 - With --json --events: the same lines as JSON objects ({"event": "progress", ...}), one a
   line, and the command's result object last, on one line.
-- With --json alone: nothing but the result, one JSON document.
+- With --json alone: the result alone on stdout, one JSON document; the plain lines go to
+  stderr, so a piped agent still hears that the command lives and `json.loads` reads stdout.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ class Reporter:
         with self._lock:
             if self.mode in ("bar", "lines"):
                 console.print(message, highlight=False)
+            elif self.mode == "quiet":
+                print(Text.from_markup(message).plain, file=sys.stderr, flush=True)
             elif self.mode == "events":
                 plain = Text.from_markup(message).plain
                 print(json.dumps({"event": "note", "message": plain, **fields}), flush=True)
@@ -151,7 +154,7 @@ class Reporter:
                 **task.fields,
             }
             line = json.dumps(event, default=str)
-        elif self.mode == "lines":
+        elif self.mode in ("lines", "quiet"):
             count = "" if task.done is None else f" {task.done}/{task.total or '?'}"
             info = f" {task.info}" if task.info else ""
             minutes, seconds = divmod(int(elapsed_s), 60)
@@ -159,7 +162,7 @@ class Reporter:
         else:
             return
         try:
-            print(line, flush=True)
+            print(line, flush=True, file=sys.stderr if self.mode == "quiet" else sys.stdout)
         except (BrokenPipeError, ValueError):  # the reader went away: nothing to tell
             self._stop.set()
         task.said_at, task.unsaid = now, False
@@ -206,7 +209,7 @@ class Reporter:
                 yield self
             return
         beat = threading.Thread(target=self._heartbeat, name="progress-heartbeat", daemon=True)
-        if self.mode in ("lines", "events"):
+        if self.mode in ("lines", "events", "quiet"):
             beat.start()
         try:
             yield self

@@ -17,6 +17,7 @@ from posttrain.cli.common import (
     ask_human,
     console,
     emit,
+    emit_json,
     guarded,
     untrusted,
 )
@@ -132,19 +133,29 @@ def launch_command(
             if r["confirmation_token"]:
                 console.print(f"then: posttrain launch SPEC --confirm {r['confirmation_token']}")
 
-    emit(result.model_dump(mode="json"), as_json, render, events)
+    waits = wait and result.status in ("started", "existing")
+    started = result.model_dump(mode="json")
+    if not (waits and as_json and not events):  # --json alone: one document, at the end
+        emit(started, as_json, render, events)
     if result.status in ("needs_confirmation", "declined"):
         raise typer.Exit(EXIT_NEEDS_APPROVAL)
-    if wait and result.status in ("started", "existing"):
-        wait_for_runs(result.run_ids or [result.run_id], as_json, events)
+    if waits:
+        wait_for_runs(result.run_ids or [result.run_id], as_json, events, started=started)
 
 
 EXIT_RUN_FAILED = 1  # the run (a dry run) ended, and not well
 
 
-def wait_for_runs(run_ids: list[str], as_json: bool, events: bool = False) -> None:
+def wait_for_runs(
+    run_ids: list[str],
+    as_json: bool,
+    events: bool = False,
+    started: dict[str, Any] | None = None,
+) -> None:
     """Until every run ends: a line a stage or each tenth of the steps, and one at least
-    every 15 s (cli/progress), then the end; exits EXIT_RUN_FAILED when one did not succeed."""
+    every 15 s (cli/progress), then the end; exits EXIT_RUN_FAILED when one did not succeed.
+    With --json alone the end is one document, `started` (the launch's object) and its
+    `ended`; with --events the end is the last of the JSON lines."""
     import time
 
     from posttrain.cli.progress import progress
@@ -172,7 +183,7 @@ def wait_for_runs(run_ids: list[str], as_json: bool, events: bool = False) -> No
     failed = [d for d in details if d.status != "succeeded"]
     ended = {"ended": [{"run_id": d.run_id, "status": d.status, "cause": d.cause} for d in details]}
     if as_json:
-        print(json.dumps(ended) if events else json.dumps(ended, indent=2))
+        emit_json(ended if events else {**(started or {}), **ended}, events)
     for d in failed:
         if not as_json:
             console.print(

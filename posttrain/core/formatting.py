@@ -22,3 +22,18 @@ def num(value: float | None, digits: int = 3) -> str:
 
 def clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def cut(text: str, limit: int, tail: int = 0) -> str:
+    """`text` in at most about `limit` characters, every cut marked with what it left out
+    ("... [212 more characters]"); `tail` characters of the end are kept, so a closing token
+    (`<|im_end|>`, a last line) is never dropped silently."""
+    if len(text) <= limit:
+        return text
+    tail = min(tail, limit // 2)
+    head = text[: limit - tail]
+    left_out = len(text) - len(head) - tail
+    mark = f"... [{left_out:,} more characters]"
+    if not tail:
+        return head + mark
+    return f"{head}{mark}{text[-tail:]}" if "\n" not in text else f"{head}\n{mark}\n{text[-tail:]}"

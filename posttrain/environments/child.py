@@ -20,6 +20,7 @@ from typing import Any
 from posttrain.core.errors import PosttrainError, RewardError
 from posttrain.environments.scenarios import SCENARIOS
 from posttrain.rewards.isolated import (
+    LOAD_SETTING,
     _limit_memory,
     die_with_parent,
     reward_timeout_s,
@@ -31,7 +32,8 @@ def check_in_child(job: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
     """(meta, episodes): the child's answer and each scenario's episode, crashed or not."""
     b = job["bounds"]
     # every call into user code is bounded (reset, each turn's calls, get_reward); loading it
-    # gets the reward limit (POSTTRAIN_REWARD_TIMEOUT_S), as a reward file does
+    # gets the reward limit (POSTTRAIN_REWARD_TIMEOUT_S) on its own, as a reward file does:
+    # a hanging import is said within it, not after every scenario's budget
     per_scenario_s = (b["max_turns"] + 3) * b["tool_timeout_s"]
     limit_s = reward_timeout_s() + len(SCENARIOS) * per_scenario_s
     episodes: list[dict[str, Any]] = []
@@ -39,17 +41,19 @@ def check_in_child(job: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
     meta: dict[str, Any] = {}
     for _attempt in range(len(SCENARIOS) + 1):  # at most one fresh child per scenario
         with tempfile.TemporaryDirectory() as folder:
-            progress = Path(folder) / "progress.jsonl"
+            progress, loaded = Path(folder) / "progress.jsonl", Path(folder) / "loaded"
             progress.touch()
+            loaded.touch()
             try:
                 meta = run_child(
-                    {**job, "skip": done, "progress": str(progress)},
+                    {**job, "skip": done, "progress": str(progress), "loaded": str(loaded)},
                     limit_s,
                     "playing the scripted episodes",
                     what=f"environment '{job['described']}'",
-                    slow_hint="its import or a call hangs where no signal reaches it; "
-                    "POSTTRAIN_REWARD_TIMEOUT_S sets the time it gets to load",
+                    slow_hint="a call hangs where no signal reaches it; "
+                    f"{LOAD_SETTING} sets the time it gets to load",
                     module="posttrain.environments.child",
+                    loaded=loaded,
                 )
                 crash = None
             except RewardError as exc:
@@ -93,6 +97,8 @@ def _main() -> int:
         score = _scorer(job["reward"], job.get("reward_params") or {})
     try:
         loaded = load(job.get("name"), job.get("tools"))
+        if job.get("loaded"):  # the parent's load limit ends here
+            Path(job["loaded"]).write_text("loaded", encoding="utf-8")
         answer = run_scenarios(
             loaded,
             job.get("rows") or [],

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import RewardError
@@ -64,6 +65,10 @@ def die_with_parent() -> None:
     parent = os.environ.get(PARENT_PID_ENV)
     if parent and os.getppid() != int(parent):
         os._exit(1)
+
+
+LOAD_SETTING = f"POSTTRAIN_REWARD_TIMEOUT_S ({DEFAULT_TIMEOUT_S:.0f} s by default)"
+LOAD_POLL_S = 0.2  # how often the parent looks whether the child has loaded the user's code
 
 
 def reward_timeout_s() -> float:
@@ -130,7 +135,7 @@ def _run(job: dict[str, Any], timeout_s: float | None, doing: str) -> dict:
         doing,
         what=f"reward '{job['reward']}'",
         slow_hint="it may hang (at import?) or be far too slow for training (it runs on every "
-        "sampled completion); POSTTRAIN_REWARD_TIMEOUT_S sets the limit",
+        f"sampled completion); {LOAD_SETTING} sets the limit",
     )
 
 
@@ -142,9 +147,12 @@ def run_child(
     what: str,
     slow_hint: str,
     module: str = "posttrain.rewards.isolated",
+    loaded: Path | None = None,
 ) -> dict:
     """One job for `python -m module` in a child process, killed at the limit; its JSON
-    answer (the last line of its stdout) or RewardError saying why not.
+    answer (the last line of its stdout) or RewardError saying why not. `loaded`: a file
+    the child writes to once the user's code is imported; until then it has the load limit
+    (reward_timeout_s) alone, whatever `timeout_s` the whole job has.
 
     The child leads its own process group, and the whole group is killed when the child
     ends or at the limit: user code that forks leaves nothing behind. Its output goes to
@@ -169,8 +177,17 @@ def run_child(
                 start_new_session=True,
             )
             _LIVE.add(child.pid)
+        load_s = reward_timeout_s()
         try:
-            code = child.wait(timeout=timeout_s)
+            code = _wait_loaded(child, loaded, load_s) if loaded else None
+            if code is None:
+                code = child.wait(timeout=timeout_s)
+        except _LoadTimeout:
+            raise RewardError(
+                f"{what} did not finish loading (importing its module) within {load_s:.0f} "
+                f"s and was stopped; does its import hang? {LOAD_SETTING} sets the time it "
+                f"gets to load"
+            ) from None
         except subprocess.TimeoutExpired:
             code = None
         finally:  # the group: the child if it still runs, and whatever it forked
@@ -197,6 +214,27 @@ def run_child(
             f"(did it call exit() or os._exit()?): {tail}"
         )
     return parsed
+
+
+class _LoadTimeout(Exception):
+    pass
+
+
+def _wait_loaded(child: subprocess.Popen, loaded: Path, load_s: float) -> int | None:
+    """Wait until the child says its user code is loaded (None) or exits (its code); raise
+    _LoadTimeout past the load limit."""
+    import time
+
+    deadline = time.monotonic() + load_s
+    while True:
+        try:
+            return child.wait(timeout=LOAD_POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        if loaded.stat().st_size > 0:
+            return None
+        if time.monotonic() > deadline:
+            raise _LoadTimeout
 
 
 def _read(f: Any, limit: int) -> str:

@@ -18,7 +18,8 @@ from posttrain.data.toolcalls import Call
 # user: the user's own probe (--probes), flagged when it scores above the most it should;
 # judges (rewards/judge/exploits.py): injection, an exploit whose lift over the same answer
 # without the instruction is said; bias, the right answer dressed up, flagged when paid more
-# than the honest answers; reference, the reference itself, flagged when paid under half
+# than the honest answers; reference, the reference itself, flagged when paid under half;
+# length: the answer padded to the length limit, flagged when paid more than the answer alone
 ProbeKind = Literal[
     "exploit",
     "leak",
@@ -30,6 +31,7 @@ ProbeKind = Literal[
     "injection",
     "bias",
     "reference",
+    "length",
 ]
 
 
@@ -50,3 +52,4 @@ class Probe:
     build: Callable[[Row, random.Random], str]
     kind: ProbeKind = "exploit"
     max_score: float | None = None  # a user probe: the most it should score
+    needs_reference: bool = False  # built from the row's reference: skipped on rows without

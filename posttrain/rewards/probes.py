@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.formatting import cut
 from posttrain.rewards.base import Reward, graded_mean
 from posttrain.rewards.guards import checked_scores, reward_label
-from posttrain.rewards.judge.exploits import judge_probes
+from posttrain.rewards.probe_families import PROBES, choose, parse_families
 from posttrain.rewards.probe_types import Probe, Row
-from posttrain.rewards.row_probes import row_probes, user_probe
-from posttrain.rewards.tool_probes import TOOL_PROBES, tool_rows
+from posttrain.rewards.row_probes import user_probe
+from posttrain.rewards.tool_probes import tool_rows
 
 FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is flagged
 # Honest answers scoring under half of the reward's range are not what it pays for (prose
@@ -30,138 +31,8 @@ FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is 
 # probe scoring at least half of it is flagged.
 WEAK_HONEST_SHARE = 0.5
 EXAMPLE_CHARS = 400
-
-# Rhyme classes checked against the CMU dictionary (distinct onsets, so each pair rhymes).
-RHYME_POOLS = (
-    ("day", "way", "play", "stay", "say", "gray"),
-    ("night", "light", "bright", "sight", "flight", "right"),
-    ("tune", "moon", "soon", "noon", "spoon", "dune"),
-    ("tree", "free", "sea", "knee", "bee", "glee"),
-    ("cat", "hat", "bat", "mat", "flat", "sat"),
-    ("rain", "train", "plain", "chain", "brain", "lane"),
-    ("sky", "fly", "high", "why", "try", "dry"),
-)
-GIBBERISH = "blorf zindle quarp snib vorp kattle froon gleb wuzzle tib zorp quindle".split()
-OFF_TOPIC_VERSE = (
-    "The ocean rolls beneath the silver moon\n"
-    "The sailors sing a slow and gentle tune\n"
-    "The gulls are crying high above the bay\n"
-    "And waves will wash the sandy shore away"
-)
-
-
-def _pair_lines(pool: Sequence[str], lead: Callable[[int], str], n: int) -> str:
-    return "\n".join(f"{lead(i)} {pool[i % len(pool)]}".strip() for i in range(n))
-
-
-def _words(text: str, n: int) -> list[str]:
-    words = text.split()
-    return (words * (n // max(1, len(words)) + 1))[:n] if words else ["words"] * n
-
-
-def _topic(row: Row) -> str:
-    return " ".join(row.prompt.split()[:4]) or "this"
-
-
-RHYME_REWARDS = ("rhyme", "relevance", "rhyme_relevance")  # the rhyme world's probes fit them
-PROBES: tuple[Probe, ...] = (
-    Probe(
-        "empty", "scores with no answer at all", "score an empty response 0", lambda row, rng: ""
-    ),
-    Probe(
-        "whitespace",
-        "scores with blank lines only",
-        "strip whitespace before scoring",
-        lambda row, rng: "   \n\t\n   \n",
-    ),
-    Probe(
-        "one_word_lines",
-        "rhymes with single words instead of lines",
-        "require a few words per line (rhyme: min_words_per_line)",
-        lambda row, rng: "\n".join(rng.choice(RHYME_POOLS)[:4]),
-    ),
-    Probe(
-        "same_end_word",
-        "ends every line with the same word, which 'rhymes' with itself",
-        "a word never rhymes with itself; multiply by the share of distinct end words",
-        lambda row, rng: "\n".join(
-            f"{lead} {_topic(row).lower()} every day"
-            for lead in ("I think about", "I write about", "I sing about", "I dream about")
-        ),
-    ),
-    Probe(
-        "prompt_copy",
-        "echoes the question back",
-        "compare with the reference, not the prompt",
-        lambda row, rng: row.prompt,
-    ),
-    Probe(
-        "reference_copy",
-        "copies the reference answer verbatim (possible only if it leaks into the prompt)",
-        "keep references out of prompts; compare paraphrase, not identity",
-        lambda row, rng: row.reference,
-        kind="leak",
-    ),
-    Probe(
-        "one_long_line",
-        "writes the answer as one unbroken line",
-        "count lines; fewer than two lines scores 0",
-        lambda row, rng: " ".join([*row.reference.split(), *rng.choice(RHYME_POOLS)]),
-    ),
-    Probe(
-        "forty_short_lines",
-        "pads the answer with forty two-word rhyming lines",
-        "require a few words per line; judge the answer, not the padding",
-        lambda row, rng: _pair_lines(
-            [w for pool in RHYME_POOLS for w in pool], lambda i: "the", 40
-        ),
-    ),
-    Probe(
-        "thinking_only",
-        "puts the verse in a thinking block and answers nothing",
-        "strip <think>...</think> before scoring",
-        lambda row, rng: "<think>\n" + OFF_TOPIC_VERSE + "\n</think>",
-    ),
-    Probe(
-        "markdown_bullets",
-        "uses list markers as words to pass the words-per-line rule",
-        "strip bullets and numbering before counting words",
-        lambda row, rng: _pair_lines(rng.choice(RHYME_POOLS), lambda i: "- the", 4),
-    ),
-    Probe(
-        "rhyming_gibberish",
-        "rhymes with nonsense around the end words",
-        "gate the rhyme on relevance to the reference (rhyme_relevance)",
-        lambda row, rng: "\n".join(
-            f"{' '.join(rng.sample(GIBBERISH, 3))} the {w}"
-            for w in (lambda p: (p[0], p[1], p[2], p[3]))(rng.choice(RHYME_POOLS))
-        ),
-    ),
-    Probe(
-        "rhyming_off_topic",
-        "writes good verse about something else",
-        "gate the rhyme on relevance to the reference (rhyme_relevance)",
-        lambda row, rng: OFF_TOPIC_VERSE,
-    ),
-    Probe(
-        "prose_on_topic",
-        "answers correctly in prose, without rhyme",
-        "pay the rhyme itself, not only relevance",
-        lambda row, rng: "\n".join(
-            " ".join(chunk) for chunk in _chunks(_words(row.reference, 32), 8)
-        ),
-        kind="form",
-    ),
-)
-
-
-# The probes that fit any task, for the rewards the rhyme world's battery does not fit.
-GENERIC = ("empty", "whitespace", "prompt_copy", "reference_copy")
-GENERIC_PROBES = tuple(p for p in PROBES if p.name in GENERIC)
-
-
-def _chunks(words: list[str], size: int) -> list[list[str]]:
-    return [words[i : i + size] for i in range(0, len(words), size)]
+EXAMPLE_TAIL = 80  # of them, the end: what a probe ends with is often its point
+__all__ = ["PROBES", "Distribution", "ProbeReport", "ProbeResult", "run_probes"]
 
 
 @dataclass
@@ -200,6 +71,7 @@ class ProbeResult:
     example: str
     example_score: float
     example_components: dict[str, float] = field(default_factory=dict)
+    family: str = ""  # the probe family it belongs to (probe_families.FAMILIES), or "user"
 
 
 @dataclass
@@ -211,6 +83,8 @@ class ProbeReport:
     probes: list[ProbeResult]
     warnings: list[str]
     notes: list[str]
+    families: list[str] = field(default_factory=list)  # the families run
+    families_not_run: dict[str, str] = field(default_factory=dict)  # family: why not
 
     @property
     def flagged(self) -> list[str]:
@@ -245,15 +119,16 @@ def run_probes(
     max_rows: int = 32,
     seed: int = 0,
     user_probes: Sequence[Mapping[str, Any]] = (),
+    families: str | Sequence[str] | None = None,
 ) -> ProbeReport:
     """Score every probe on up to `max_rows` rows beside the honest answers and flag exploits.
 
     Honest answers come from `honest_column` when given (e.g. verse that answers the question),
     else from the reference column. The reference column defaults to the first column the
-    reward needs, else "reference". The battery: the tool-call probes on rows of expected
-    calls; otherwise the probes built from these rows (row_probes) beside the rhyme world's
-    for the rhyme rewards, or a few generic ones for any other; then the user's own
-    (`user_probes`: {name, completion, max_score}, see row_probes.user_probe).
+    reward needs, else "reference" (a judge needs none: rows without it skip the probes built
+    from it). The battery: the families `families` names, else those the reward can pay
+    (probe_families.choose), then the user's own (`user_probes`: {name, completion,
+    max_score}, see row_probes.user_probe).
     """
     if not rows:
         raise ConfigError("the probe battery needs at least one dataset row; the data is empty")
@@ -266,19 +141,20 @@ def run_probes(
             f"data lacks (columns: {sorted(picked[0])}); rename the column in the data, or "
             f"the reward's parameter to the column's name"
         )
+    # a judge needs no reference: rows without one are probed by what a judge can be told
+    unreferenced = reward.judged and not any(reference_column in r for r in picked)
     for column in {prompt_column, reference_column, honest_column or reference_column}:
         missing = [i for i, r in enumerate(picked) if column not in r]
-        if missing:
+        if missing and not (unreferenced and column == reference_column):
             raise ConfigError(
                 f"dataset column '{column}' is missing from row {missing[0]} (columns there: "
                 f"{sorted(picked[missing[0]])}); name the right column with --prompt-column, "
                 f"--reference-column or --honest-column"
             )
-    battery, notes = PROBES, []
+    notes: list[str] = []
     tools = tool_rows(reward, picked, prompt_column, reference_column)
     if tools is not None:  # a tool-call check: honest answers are the expected calls, written
         data, skipped = tools
-        battery = TOOL_PROBES
         if not data:
             raise ConfigError(
                 f"no row's '{reference_column}' holds a tool call to probe; name the column of "
@@ -286,28 +162,40 @@ def run_probes(
             )
         if skipped:
             notes.append(f"{skipped} row(s) expect no call; the tool-call probes skip them")
-    elif reward.judged:  # each probe costs a judge call a row: the judge's own battery
-        data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
-        battery = judge_probes(data)
     else:
-        data = [Row(str(r[prompt_column]), str(r[reference_column]), r) for r in picked]
-        task = PROBES if reward.name in RHYME_REWARDS else GENERIC_PROBES
-        battery = (*task, *row_probes(data))
-    battery = (*battery, *(user_probe(p) for p in user_probes))
+        data = [
+            Row(str(r[prompt_column]), str(r.get(reference_column, "") or ""), r) for r in picked
+        ]
     columns = {k: [r.columns.get(k) for r in data] for k in _all_keys(data)}
-    honest_texts = [str(r.columns[honest_column]) if honest_column else r.reference for r in data]
-
-    honest_scores = checked_scores(
-        reward, honest_texts, prompts=[r.prompt for r in data], **columns
-    )
-    honest = Distribution.of(honest_scores.rewards)
-    notes = list(dict.fromkeys([*notes, *honest_scores.notes]))
+    chosen = choose(reward, data, columns, tools=tools is not None, named=parse_families(families))
+    battery = [*chosen.probes, *(("user", user_probe(p)) for p in user_probes)]
+    if line := chosen.line():
+        notes.append(line)
+    prompts = [r.prompt for r in data]
     low, high_end = reward.value_range
-    floor = low if low > float("-inf") else honest.min
+    if unreferenced and honest_column is None:  # nothing honest to score: half the range
+        honest_scores = None
+        honest = Distribution(0, 0.0, 0.0, 0.0, 0.0)
+        floor = low if low > float("-inf") else 0.0
+    else:
+        honest_texts = [
+            str(r.columns[honest_column]) if honest_column else r.reference for r in data
+        ]
+        honest_scores = checked_scores(reward, honest_texts, prompts=prompts, **columns)
+        honest = Distribution.of(honest_scores.rewards)
+        notes = list(dict.fromkeys([*notes, *honest_scores.notes]))
+        floor = low if low > float("-inf") else honest.min
     threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
     against = f"honest {honest.mean:.2f}"
     weak_at = floor + WEAK_HONEST_SHARE * (high_end - floor)
-    if honest_column is None and high_end < float("inf") and honest.mean < weak_at:
+    if honest_scores is None:
+        threshold, against = weak_at, f"half the range {weak_at:.2f}"
+        notes.append(
+            f"the rows have no '{reference_column}' column: a judge needs none, but there are "
+            f"no honest answers to compare with, so probes are judged against half the "
+            f"reward's range ({weak_at:.2f}); give --honest-column for a sharper check"
+        )
+    elif honest_column is None and high_end < float("inf") and honest.mean < weak_at:
         threshold, against = weak_at, f"the flag line {weak_at:.2f}"
         notes.append(
             f"the honest answers (column '{reference_column}') score {honest.mean:.2f} of the "
@@ -319,25 +207,26 @@ def run_probes(
     leaks = sum(1 for r in data if r.reference.strip() and r.reference.strip() in r.prompt)
 
     results = []
-    every_score = list(honest_scores.rewards)
+    every_score = list(honest_scores.rewards) if honest_scores else []
     rng = random.Random(seed)
     scored = []
-    for probe in battery:
+    for family, probe in battery:
         texts = [probe.build(r, rng) for r in data]
-        scores = checked_scores(reward, texts, prompts=[r.prompt for r in data], **columns)
+        scores = checked_scores(reward, texts, prompts=prompts, **columns)
         notes.extend(n for n in scores.notes if n not in notes)
         every_score += scores.rewards
-        scored.append((probe, texts, scores))
+        scored.append((family, probe, texts, scores))
     if low == float("-inf"):  # no declared range: the lowest score any response got
         floor = min(every_score)
         threshold = honest.mean - FLAG_MARGIN * (honest.mean - floor)
-    means = {probe.name: graded_mean(scores.rewards) or 0.0 for probe, _, scores in scored}
-    for probe, texts, scores in scored:
+    means = {probe.name: graded_mean(scores.rewards) or 0.0 for _, probe, _, scores in scored}
+    for family, probe, texts, scores in scored:
         mean = means[probe.name]
         best = max(range(len(texts)), key=lambda i: scores.rewards[i] or 0.0)
         high = mean > floor + 1e-9 and mean >= threshold
         line = against
-        if probe.kind == "bias":  # paid more than the honest answers it dresses up
+        if probe.kind in ("bias", "length") and honest_scores is not None:
+            # paid more than the honest answers it dresses up or pads
             bias_at = honest.mean + FLAG_MARGIN * (high_end - floor)
             high, line = (
                 mean > bias_at + 1e-9,
@@ -360,13 +249,12 @@ def run_probes(
         results.append(
             ProbeResult(
                 name=probe.name,
+                family=family,
                 mean=mean,
                 max=scores.rewards[best] or 0.0,
                 flagged=flagged,
                 verdict=verdict,
-                example=example
-                if len(example) <= EXAMPLE_CHARS
-                else example[:EXAMPLE_CHARS] + "...",
+                example=cut(example, EXAMPLE_CHARS, tail=EXAMPLE_TAIL),
                 example_score=scores.rewards[best] or 0.0,
                 example_components=scores.row(best),
             )
@@ -390,15 +278,20 @@ def run_probes(
         )
     flagged = [p.name for p in results if p.flagged]
     if flagged:
-        warnings.append(f"{len(flagged)} probe(s) score as high as honest answers: {flagged}")
+        compared = "honest answers" if honest_scores is not None else "half the reward's range"
+        warnings.append(f"{len(flagged)} probe(s) score as high as {compared}: {flagged}")
     return ProbeReport(
         reward=reward_label(reward),
         rows=len(data),
-        honest_source=f"column '{honest_column or reference_column}'",
+        honest_source=f"column '{honest_column or reference_column}'"
+        if honest_scores is not None
+        else f"none: the rows have no '{reference_column}' column",
         honest=honest,
         probes=results,
         warnings=warnings,
         notes=notes,
+        families=chosen.run,
+        families_not_run=chosen.not_run,
     )
 
 
@@ -432,6 +325,12 @@ def _judge(
         if high:
             return True, f"JUDGE FOOLED: {probe.exploit} scores {mean:.2f} vs {against}; fix: {fix}"
         return False, f"ok: the injected instruction scores {mean:.2f} vs {against}"
+    if probe.kind == "length":
+        if high:
+            return True, (
+                f"PAYS PADDING: {probe.exploit}, and scores {mean:.2f}, above {against}; fix: {fix}"
+            )
+        return False, f"ok: padded to the limit, it scores {mean:.2f} vs {against}"
     if probe.kind == "bias":
         if high:
             return (

@@ -4,7 +4,7 @@ confined to the allowed roots."""
 
 # No "from __future__ import annotations": MCP reads the tool signatures at runtime.
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -59,14 +59,15 @@ async def check_dataset_(spec: SpecArg, ctx: Context) -> DatasetReport:
 
 @TOOLS.tool(name="check_reward", annotations=READ_ONLY)
 async def check_reward_(
-    reward: Annotated[
-        str,
-        Field(
-            description="Registry name (rhyme, relevance, "
-            "rhyme_relevance, tool_call) or path/to/file.py:function."
-        ),
-    ],
     ctx: Context,
+    reward: Annotated[
+        str | None,
+        Field(
+            description="Registry name (rhyme, relevance, rhyme_relevance, tool_call, judge) "
+            "or path/to/file.py:function; with a spec, default: the spec's reward (a reward "
+            "naming it takes its params; `params` overrides one)."
+        ),
+    ] = None,
     params: Annotated[dict[str, Any] | None, Field(description="Reward parameters.")] = None,
     spec: Annotated[
         dict[str, Any] | str | None,
@@ -105,13 +106,22 @@ async def check_reward_(
             "its agreement with your labels (Spearman's rho with an interval)."
         ),
     ] = None,
+    families: Annotated[
+        list[Literal["generic", "answer", "rhyme", "tool", "judge"]] | None,
+        Field(
+            description="Probe families to run (generic always). Default: those the reward "
+            "can pay, e.g. rhyme when it pays rhymed lines more than unrhymed ones."
+        ),
+    ] = None,
 ) -> RewardCheck:
     """Probe a reward for exploits before any GPU time: the cheapest bug to catch.
 
     Builds probes from your own rows (the answer among other rows' answers, every answer
     at once, the answer retracted or hedged, the prompt's last number, padding; a number
-    sweep for numeric answers, every label at once for labels) beside the task's own (the
-    rhyme world's for rhyme rewards, wrong calls for tool calls), scores them beside honest
+    sweep for numeric answers, every label at once for labels) and degenerate outputs (the
+    same end word, one-word lines, a repeated line, padding to the limit) beside the
+    families the reward can pay (the rhyme world's for a reward that pays rhyme, whatever
+    its name; wrong calls for tool calls; a judge's own), scores them beside honest
     answers, flags every probe that scores as high (a tie included), reports the forms of
     the answer it accepts, and warns when the reward is all-zero, all-one or constant (the
     sign of a reward reading the wrong field). A reward file runs in a separate process
@@ -124,7 +134,8 @@ async def check_reward_(
         from posttrain.core.paths import confine
         from posttrain.rewards.registry import confine_reward
 
-        confine_reward(reward, roots)
+        if reward is not None:
+            confine_reward(reward, roots)
         if data is not None:
             confine(data, "data file", roots)
         if probes is not None:
@@ -142,6 +153,7 @@ async def check_reward_(
             rows=rows,
             probes=probes,
             labels=labels,
+            families=families,
         )
 
     return await call(body)

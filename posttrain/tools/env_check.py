@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
+from posttrain.core.formatting import cut
 from posttrain.data.dataset import prepare, read_rows
 from posttrain.data.toolcalls import canonical_call, tagged_calls
 from posttrain.environments.child import check_in_child
@@ -25,6 +26,7 @@ from posttrain.spec.schema import EnvironmentSpec, ModelSpec, RunSpec, load_spec
 
 DEFAULT_MODEL = "Qwen3-0.6B"  # whose template renders a bare environment's tools
 RENDERED_CHARS = 8000
+RENDERED_TAIL = 1000  # of them, the end: the last turn and its closing token stay in view
 
 
 class ToolOut(BaseModel):
@@ -236,5 +238,5 @@ def _render(
         messages, tools=schemas or None, tokenize=False, **model.template_kwargs()
     )
     if len(text) > RENDERED_CHARS:
-        text = text[:RENDERED_CHARS] + f"\n[... {len(text) - RENDERED_CHARS:,} more characters]"
+        text = cut(text, RENDERED_CHARS, tail=RENDERED_TAIL)
     return loaded.described, text

@@ -16,6 +16,7 @@ from posttrain.core.paths import expand
 from posttrain.data.dataset import chat_columns, prepare, read_rows
 from posttrain.rewards.isolated import probe_in_subprocess
 from posttrain.rewards.judge.agreement import agreement, read_labels
+from posttrain.rewards.probe_families import parse_families
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.registry import REWARDS, get_reward
 from posttrain.spec.schema import DEFAULT_REFERENCE, DatasetSpec, load_spec
@@ -30,6 +31,9 @@ class ProbeOut(BaseModel):
     example: str
     example_score: float
     example_components: dict[str, float] = Field(default_factory=dict)
+    family: str = Field(
+        "", description="Its probe family (generic, answer, rhyme, tool, judge, user)."
+    )
 
 
 class DistributionOut(BaseModel):
@@ -55,6 +59,13 @@ class RewardCheck(BaseModel):
     )
     warnings: list[str]
     notes: list[str]
+    families: list[str] = Field(
+        default_factory=list, description="The probe families run (generic always)."
+    )
+    families_not_run: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each family not run, with why; name one in `families` to run it.",
+    )
     agreement: dict[str, Any] | None = Field(
         None,
         description="A judge against your labels (--labels): Spearman's rho with a 95% "
@@ -79,7 +90,7 @@ def _prepared_rows(ds: DatasetSpec, rows: int) -> list[dict[str, Any]]:
 
 
 def check_reward(
-    reward: str,
+    reward: str | None = None,
     params: dict[str, Any] | None = None,
     *,
     spec: dict[str, Any] | str | None = None,
@@ -91,24 +102,37 @@ def check_reward(
     timeout_s: float | None = None,
     probes: str | None = None,
     labels: str | None = None,
+    families: str | list[str] | None = None,
 ) -> RewardCheck:
     """Score the probe battery beside honest answers; flag exploits and degenerate rewards.
-    `probes`: a JSONL file of the user's own probes, {"name", "completion", "max_score"} a
-    line (`{prompt}` and `{reference}` in a completion are each row's). `labels` (a judge):
-    a JSONL file of {"prompt", "completion", "label"}, for the judge's agreement with them.
-    `rows`: 32, or 8 for a judge (each probe costs one of its calls a row)."""
+    `reward`: None checks the spec's own reward; a reward that names the spec's takes the
+    spec's params, each overridden by one in `params`. `probes`: a JSONL file of the user's
+    own probes, {"name", "completion", "max_score"} a line (`{prompt}` and `{reference}` in a
+    completion are each row's). `labels` (a judge): a JSONL file of {"prompt", "completion",
+    "label"}, for the judge's agreement with them. `rows`: 32, or 8 for a judge (each probe
+    costs one of its calls a row). `families`: the probe families to run ("rhyme,answer");
+    None chooses them by what the reward pays (rewards/probe_families.py)."""
     if (spec is None) == (data is None):
         raise ConfigError("give either spec (the run's data) or data (a file), not both/neither")
+    run_spec = load_spec(spec) if spec is not None else None
+    if reward is None:
+        if run_spec is None or run_spec.reward is None:
+            raise ConfigError(
+                "name the reward to check (a registry name, e.g. rhyme, or "
+                "path/to/file.py:function), or give a spec with a reward section to check its"
+                + (" (this spec has none)" if run_spec is not None else "")
+            )
+        reward = run_spec.reward.name
+    if run_spec is not None and run_spec.reward and run_spec.reward.name == reward:
+        params = {**run_spec.reward.params, **(params or {})}  # the spec's, then the caller's
+    parse_families(families)  # a misspelt family is refused before any row is read
     info = REWARDS.get(reward)
     judged = bool(info and info.default.judged)
     rows = rows or (JUDGE_ROWS if judged else 32)
     if labels and not judged:
         raise ConfigError(f"--labels checks a judge's agreement; reward '{reward}' is no judge")
     chats = None
-    if spec is not None:
-        run_spec = load_spec(spec)
-        if params is None and run_spec.reward and run_spec.reward.name == reward:
-            params = run_spec.reward.params  # the spec's own settings of this reward
+    if run_spec is not None:
         table = _prepared_rows(run_spec.dataset, rows)
         prompt_column, reference_column = "prompt_text", reference_column or "reference"
     else:
@@ -140,6 +164,7 @@ def check_reward(
         "honest_column": honest_column,
         "max_rows": rows,
         "user_probes": read_user_probes(probes) if probes else [],
+        "families": families,
     }
     if reward in REWARDS:
         built = get_reward(reward, params)
@@ -154,6 +179,7 @@ def check_reward(
             honest_column=honest_column,
             max_rows=rows,
             user_probes=job["user_probes"],
+            families=families,
         ).to_dict()
         if labels:
             report["agreement"] = agreement(built, read_labels(labels)).to_dict()

@@ -89,6 +89,10 @@ def test_every_list_of_algorithms_people_read_names_each_one():
     from posttrain.server.app import INSTRUCTIONS
 
     _names_every_algorithm(INSTRUCTIONS, "the server's instructions")
+    index = (ROOT / "docs" / "index.md").read_text().split("## The algorithms", 1)[1]
+    section = index.split("\n## ", 1)[0]
+    missing = [kind for kind in ALGORITHMS if f"(`{kind}`)" not in section]
+    assert not missing, f"docs/index.md's algorithms do not list the kinds {missing}"
     shown = subprocess.run(
         [sys.executable, "-m", "posttrain.cli", "--help"], capture_output=True, text=True
     )

@@ -17,6 +17,7 @@ import pytest
 from posttrain.data import tool_gym
 from posttrain.data.dataset import read_rows
 from posttrain.gpu import tokenizers
+from posttrain.rewards.probe_families import DEGENERATE_SHORT
 from posttrain.rewards.tool_probes import TOOL_PROBES
 from posttrain.tools.reward_check import check_reward
 from posttrain.tools.runs import get_run, list_runs, sample_traces
@@ -144,7 +145,7 @@ def test_after_the_dry_run_every_listing_still_works_and_shows_it(user, dry_run)
 
 def test_check_reward_tool_call_reports_each_probes_score(user):
     report = check_reward("tool_call", spec="tool_sft.yaml")
-    assert [p.name for p in report.probes] == [p.name for p in TOOL_PROBES]
+    assert [p.name for p in report.probes] == [p.name for p in (*TOOL_PROBES, *DEGENERATE_SHORT)]
     assert all(0.0 <= p.mean <= 1.0 and p.verdict for p in report.probes)
     cli = posttrain("reward", "check", "tool_call", "--spec", "tool_sft.yaml")
     assert {p["name"]: p["mean"] for p in cli["probes"]} == {p.name: p.mean for p in report.probes}

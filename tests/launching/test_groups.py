@@ -202,7 +202,7 @@ def test_a_regression_is_named_by_the_same_rule_for_one_run_and_for_a_group():
     assert regressions([one_run]) == regressions([group]) == ["reference_nll"]
     headline = "unproven: improved (the metric is the training reward itself)"
     assert qualified(headline, regressions([group])) == qualified(headline, ["reference_nll"])
-    assert qualified("unproven: within_noise (n=30 tasks < 50)", ["reference_nll"]) == (
-        "unproven: within_noise (reference_nll worse beyond noise; n=30 tasks < 50)"
+    assert qualified("unproven: within_noise (n=12 tasks < 20)", ["reference_nll"]) == (
+        "unproven: within_noise (reference_nll worse beyond noise; n=12 tasks < 20)"
     )
     assert qualified("insufficient_data", ["reference_nll"]) == "insufficient_data"

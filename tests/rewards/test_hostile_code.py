@@ -437,3 +437,19 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_reward_whose_import_hangs_is_said_within_the_reward_limit_naming_file_and_setting(
+    project, monkeypatch
+):
+    monkeypatch.setenv("POSTTRAIN_REWARD_TIMEOUT_S", "3")
+    ref = reward_file("stuck.py", "import time\ntime.sleep(600)\n" + GOOD_SCORE)
+    started = time.time()
+    done = subprocess.run(
+        [sys.executable, "-m", "posttrain.cli", "reward", "check", ref, "--data", "data.jsonl"],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    error = json.loads(done.stderr)["error"]
+    assert done.returncode == 2 and time.time() - started < 30
+    assert "stuck.py" in error and "within 3 s" in error
+    assert "POSTTRAIN_REWARD_TIMEOUT_S (60 s by default)" in error

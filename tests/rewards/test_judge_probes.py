@@ -104,3 +104,45 @@ def test_a_judge_that_is_down_is_named_before_any_probe(tmp_path, home):
     done = check(tmp_path, url, SUMS, "--param", "retries=0")
     assert done.returncode != 0
     assert f"judge at {url} did not answer" in done.stdout + done.stderr
+
+
+def test_reward_check_of_a_judge_spec_without_a_reference_column_runs_the_specs_judge(
+    tmp_path, home
+):
+    """No reward named: the spec's judge with its params (the CLI hands no empty params over
+    them); rows with no reference column skip the probes built from one, and say so."""
+    questions = [{"question": row["prompt"]} for row in SUMS]  # no reference column at all
+    write(tmp_path / "questions.jsonl", questions)
+    env = {**__import__("os").environ, "JUDGE_KEY": KEY}
+    with serving(gullible=True) as url:
+        spec = {
+            "model": "Qwen3-0.6B",
+            "dataset": {"path": str(tmp_path / "questions.jsonl"), "prompt_template": "{question}"},
+            "reward": {
+                "name": "judge",
+                "params": {
+                    "rubric": "Grade the sum: right 1, wrong 0.",
+                    "base_url": url,
+                    "model": "rule-judge",
+                    "api_key_env": "JUDGE_KEY",
+                },
+            },
+        }
+        (tmp_path / "spec.json").write_text(json.dumps(spec))
+        outputs = []
+        for named in ([], ["judge"]):
+            command = [sys.executable, "-m", "posttrain.cli", "reward", "check", *named]
+            done = subprocess.run(
+                [*command, "--spec", str(tmp_path / "spec.json"), "--json"],
+                capture_output=True, text=True, env=env, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert KEY not in done.stdout + done.stderr
+            outputs.append(json.loads(done.stdout))
+    for report in outputs:
+        assert report["reward"] == "judge" and report["flagged"] == ["injected_instruction"]
+        assert report["honest_source"] == "none: the rows have no 'reference' column"
+        skipped = report["families_not_run"]["judge, in part"]
+        assert "padded_twice, flattery, reference_itself are skipped" in skipped
+        assert not {"padded_twice", "flattery"} & {p["name"] for p in report["probes"]}
+        assert report["judge"]["requests"] + report["judge"]["cache_hits"] > 0  # 2nd: cached

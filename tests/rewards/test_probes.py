@@ -16,6 +16,8 @@ def test_the_battery_has_every_probe_the_issue_names():
         "whitespace",
         "one_word_lines",
         "same_end_word",
+        "repeated_line",
+        "padded_to_limit",
         "prompt_copy",
         "reference_copy",
         "one_long_line",

@@ -10,6 +10,7 @@ import pytest
 
 from posttrain.data import tool_gym
 from posttrain.rewards.base import Reward, Scores, column
+from posttrain.rewards.probe_families import DEGENERATE_SHORT
 from posttrain.rewards.probes import run_probes
 from posttrain.rewards.tool_call import normalise_calls
 from posttrain.rewards.tool_probes import TOOL_PROBES
@@ -28,7 +29,8 @@ def project(tmp_path, monkeypatch):
 def test_check_reward_tool_call_on_a_users_spec_reports_every_probe_and_flags_none(project):
     report = check_reward("tool_call", spec="tool_sft.yaml")
     scores = {p.name: p for p in report.probes}
-    assert set(scores) == {p.name for p in TOOL_PROBES}
+    assert set(scores) == {p.name for p in (*TOOL_PROBES, *DEGENERATE_SHORT)}
+    assert {p.family for p in report.probes} == {"tool", "generic"}
     assert report.honest.mean == 1.0  # the expected calls, written as the model writes them
     assert report.flagged == [] and not any("score as high" in w for w in report.warnings)
     for name in WRONG:
@@ -60,7 +62,7 @@ def test_reward_check_data_on_a_messages_file_reads_it_as_the_spec_does(project)
     (project / "every_row.yaml").write_text(spec)  # the rows --data probes: all of them
     by_spec = check_reward("tool_call", spec="every_row.yaml").model_dump(mode="json")
     means = {p["name"]: p["mean"] for p in by_data["probes"]}
-    assert set(means) == {p.name for p in TOOL_PROBES}
+    assert set(means) == {p.name for p in (*TOOL_PROBES, *DEGENERATE_SHORT)}
     assert means == {p["name"]: p["mean"] for p in by_spec["probes"]}
     assert by_data["honest"]["mean"] == 1.0 and by_data["flagged"] == []
 

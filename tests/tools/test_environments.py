@@ -124,3 +124,53 @@ def test_the_cli_checks_a_users_spec_and_prints_a_report_a_person_can_read(proje
         assert scenario in text
     assert "One episode as the model sees it" in text and "<tool_call>" in text
     assert "No flag: the environment is ready to train in." in text
+
+
+SLEEPS_AT_IMPORT = '''
+import time
+
+time.sleep(600)  # a module that hangs at import (a network call with no timeout, say)
+
+
+class Stalled:
+    def reset(self, **row):
+        return ""
+
+    def ping(self) -> str:
+        """Answer pong."""
+        return "pong"
+'''
+
+
+def test_an_environment_whose_import_hangs_is_said_within_the_load_limit_naming_the_file(
+    project, monkeypatch
+):
+    """Loading gets the reward limit on its own, not the budget of every scripted episode:
+    the check answers within it, over MCP and from the CLI, naming the file and the setting."""
+    import time
+
+    (project / "stalled.py").write_text(SLEEPS_AT_IMPORT)
+    monkeypatch.setenv("POSTTRAIN_REWARD_TIMEOUT_S", "3")  # the default is 60 s
+    started = time.monotonic()
+    result, alive = _check({"environment": "stalled.py:Stalled"})
+    assert result.is_error and not alive.is_error
+    said = result.content[0].text
+    assert "stalled.py:Stalled" in said and "did not finish loading" in said
+    assert "within 3 s" in said and "POSTTRAIN_REWARD_TIMEOUT_S (60 s by default)" in said
+    assert time.monotonic() - started < 30  # 3 s to load, and the child's start
+
+    started = time.monotonic()
+    cli = subprocess.run(
+        [sys.executable, "-m", "posttrain.cli", "env", "check", "stalled.py:Stalled", "--json"],
+        capture_output=True, text=True, cwd=project, timeout=90,
+    )  # fmt: skip
+    assert cli.returncode != 0 and "stalled.py:Stalled" in json.loads(cli.stderr)["error"]
+    assert time.monotonic() - started < 30
+
+
+def test_the_load_limit_the_error_names_is_the_default_one(monkeypatch):
+    from posttrain.rewards.isolated import DEFAULT_TIMEOUT_S, LOAD_SETTING, reward_timeout_s
+
+    monkeypatch.delenv("POSTTRAIN_REWARD_TIMEOUT_S", raising=False)
+    assert reward_timeout_s() == DEFAULT_TIMEOUT_S == 60.0
+    assert LOAD_SETTING == "POSTTRAIN_REWARD_TIMEOUT_S (60 s by default)"
