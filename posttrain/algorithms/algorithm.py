@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from posttrain.data.dataset import Prepared, RowShape, check_columns, prepare
+from posttrain.data.dataset import Prepared, RowShape, check_columns, prepare, shaped
 from posttrain.models.catalog import StepTerms
 
 
@@ -69,6 +69,12 @@ class Algorithm:
     def prepare(self, ds: Any) -> Prepared:
         """The spec's rows filtered, split and shaped as this algorithm trains on them."""
         return prepare(ds, self.rows, self.shape_row, self.row_columns)
+
+    def shape(self, ds: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows of the spec's columns (a held-out file of the user's own) shaped as this
+        algorithm's held-out rows are, every column checked first; no filter, cap or split."""
+        self.check_columns(ds, rows)
+        return [shaped(row, ds, self.rows, self.shape_row) for row in rows]
 
     def check_columns(
         self, ds: Any, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()

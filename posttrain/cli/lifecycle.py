@@ -412,10 +412,13 @@ def _render_eval(outcome: dict[str, Any]) -> None:
         return
     r = outcome["result"]
     dropped = sum(v for k, v in r["dropped_contaminated"].items() if k != "duplicates")
+    held = r.get("held_out") or {}
+    source = f" in {untrusted(held['path'])}" if held.get("path") else ""  # eval.path
     console.print(
         f"[bold]{r['run_id']}[/bold]: {r['tasks_used']} held-out tasks of "
-        f"{r['tasks_total']} ({dropped} dropped as seen in training), k={r['k']} "
-        f"samples each, {r['base_passes']} base passes"
+        f"{r['tasks_total']}{source} ({dropped} dropped as seen in training), k={r['k']} "
+        f"samples each, {r['base_passes']} base passes",
+        highlight=False,
     )
     table = Table("metric", "base", "trained", "delta", "95% CI", "p", "verdict")
     for m in r["metrics"] + r["unoptimised"]:

@@ -329,6 +329,10 @@ def _render_detail_extras(d: dict[str, Any]) -> None:
             f"{num(e['reward_trained'])})",
             highlight=False,
         )
+    earlier = (d.get("evaluations") or [])[:-1]  # the latest is the line above
+    if earlier:
+        said = ", ".join(untrusted(str(e["verdict"])) for e in earlier)
+        console.print(f"  evaluated {len(earlier)} time(s) before: {said}", highlight=False)
 
 
 def run_logs(

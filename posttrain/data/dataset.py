@@ -249,18 +249,28 @@ def prepare(
         kept = kept[: ds.n_rows]
     train, holdout = [], []
     for row in kept:
-        if shape_row is not None:
-            shaped = shape_row(row, ds)
-        elif shape == "pairs":
-            shaped = _pair(row, ds)
-        else:
-            text = render_prompt(row, ds) if not ds.messages_column else ""
-            shaped = _shape(row, text, ds, shape)
-        key = shaped["id"]
-        (holdout if in_holdout(key, ds.holdout_share, ds.holdout_seed) else train).append(shaped)
+        one = shaped(row, ds, shape, shape_row)
+        key = one["id"]
+        (holdout if in_holdout(key, ds.holdout_share, ds.holdout_seed) else train).append(one)
     if not train:
         raise ConfigError("no training rows left after the holdout split; lower holdout_share")
     return Prepared(train, holdout, dropped, columns)
+
+
+def shaped(
+    row: dict[str, Any],
+    ds: DatasetSpec,
+    shape: RowShape,
+    shape_row: Callable[..., dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One raw row shaped as `prepare` shapes it (a training row, a held-out one, or a row of
+    a held-out file of the user's own, which evaluate reads through the same columns)."""
+    if shape_row is not None:
+        return shape_row(row, ds)
+    if shape == "pairs":
+        return _pair(row, ds)
+    text = render_prompt(row, ds) if not ds.messages_column else ""
+    return _shape(row, text, ds, shape)
 
 
 def chat_prompt(row: dict[str, Any], ds: DatasetSpec) -> list[dict[str, Any]] | None:

@@ -5,14 +5,15 @@ One code path for both arms (posttrain.gpu.arms.generate_job): the base passes r
 attached and the trained pass runs with base pass 1's seed on the same tasks. Each task gets
 k samples. Every metric gets the one comparison (posttrain.evals.paired): the delta over
 paired tasks, its interval holding samples, passes and seeds, and a verdict; the training
-reward's verdict is the headline, and a metric the training did not optimise (answer length,
-relevance) is reported beside it.
-Results are stored with the run (evaluations/*.json and an `evaluation` event).
+reward's verdict is the headline, and a metric the training did not optimise (the user's
+eval.metrics, reference_nll, a judge) is reported beside it; answer length, turns and tool
+calls are described, never judged. The tasks are the run's held-out rows or the spec's
+eval.path (posttrain.evals.held_out_tasks). Results are kept with the run, every one of them
+(posttrain.evals.history).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from pathlib import Path
@@ -23,7 +24,6 @@ from pydantic import BaseModel, Field
 from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError, RewardError
 from posttrain.evals import stats
-from posttrain.evals.decontam import decontaminate
 from posttrain.evals.episode_metrics import (
     DEFAULT_THRESHOLD,
     DESCRIBED,
@@ -32,6 +32,7 @@ from posttrain.evals.episode_metrics import (
     episode_metrics,
     example_text,
 )
+from posttrain.evals.held_out_tasks import HeldOutReport, held_out
 from posttrain.evals.kto_metrics import feedback_metrics
 from posttrain.evals.metrics import (
     DIRECTIONLESS,
@@ -41,25 +42,19 @@ from posttrain.evals.metrics import (
     qualified,
     regressions,
 )
+from posttrain.evals.named_metrics import Named, check_columns, named_metrics, named_values, score
+from posttrain.evals.pass_rates import PassRates, base_pool, pass_rates_of, pass_threshold
 from posttrain.evals.planning import planned_tasks
 from posttrain.rewards.base import Scores
 from posttrain.rewards.guards import score_rows
-from posttrain.rewards.isolated import score_in_subprocess
 from posttrain.rewards.judge.metric import METRIC as JUDGE_METRIC
 from posttrain.rewards.judge.metric import evaluation_judge, metric_judge, same_judge
 from posttrain.rewards.registry import get_reward
 from posttrain.rewards.user import UserReward
-from posttrain.runs.layout import HOLDOUT, SPEC, EventWriter, write_json_atomic
+from posttrain.runs.layout import SPEC
 from posttrain.spec.schema import load_spec
 
 EXAMPLES = 3
-
-
-class PassRates(BaseModel):
-    threshold: float
-    k: int
-    base: dict[str, float]
-    trained: dict[str, float]
 
 
 class EvalResult(BaseModel):
@@ -74,17 +69,25 @@ class EvalResult(BaseModel):
     tasks_total: int
     tasks_used: int
     dropped_contaminated: dict[str, int]
+    held_out: HeldOutReport | None = Field(
+        None,
+        description="Where the tasks came from (the run's held-out rows, or the spec's "
+        "eval.path) and what decontamination dropped from them, by rule, with examples.",
+    )
     k: int
     base_passes: int
     seeds: dict[str, Any]
     metrics: list[MetricResult] = Field(description="What the training reward pays.")
     unoptimised: list[MetricResult] = Field(
         default_factory=list,
-        description="What it does not: reference_nll (did training destroy what the model "
-        "knew?) and answer length.",
+        description="What it does not: the spec's eval.metrics, reference_nll (did training "
+        "destroy what the model knew?), a judge's eval_judge, and, described but never judged "
+        "(verdict 'described'), answer length and an episode's turns and tool calls.",
     )
     pass_rates: PassRates | None = Field(
-        None, description="Share of tasks whose samples reach the threshold (None: no reward)."
+        None,
+        description="Share of tasks whose samples reach the threshold, every seed's trained "
+        "pass and every base pass pooled (None: no reward).",
     )
     tasks_needed: int | None = Field(
         None,
@@ -104,28 +107,6 @@ class EvalResult(BaseModel):
     base_values: dict[str, list[float]] = Field(
         default_factory=dict, exclude=True, description="metric -> [task] base pass 1 mean."
     )
-
-
-def _load_rows(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    if not path.is_file():
-        raise ConfigError(f"{path} is missing: the run kept no held-out rows (holdout_share 0?)")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
-def pass_rates(
-    base: list[list[float]], trained: list[list[float]], threshold: float, k: int
-) -> PassRates:
-    def rates(samples: list[list[float]]) -> dict[str, float]:
-        counts = [sum(v >= threshold for v in task) for task in samples]
-        return {
-            "pass@1": statistics.fmean(stats.pass_at_k(k, c, 1) for c in counts),
-            f"pass@{k}": statistics.fmean(stats.pass_at_k(k, c, k) for c in counts),
-            f"pass^{k}": statistics.fmean(stats.pass_hat_k(k, c, k) for c in counts),
-        }
-
-    return PassRates(threshold=threshold, k=k, base=rates(base), trained=rates(trained))
 
 
 DEGENERATE_CAUSE = (
@@ -173,27 +154,15 @@ def evaluate_runs(
     spec = load_spec(first / SPEC)
     # No reward (an SFT spec may name none): the held-out references' likelihood is the measure
     reward = get_reward(spec.reward.name, spec.reward.params) if spec.reward else None
-    holdout = _load_rows(first / HOLDOUT)
     warnings: list[str] = []
     second = _second_judge(judge, spec, reward, warnings, judge_approved)
-    try:
-        train_rows = algorithm_of(spec).prepare(spec.dataset).train
-    except Exception as exc:  # the training data may be unreachable here (a hub dataset)
-        train_rows = []
-        warnings.append(f"decontamination skipped: the training rows could not be loaded ({exc})")
-    clean = decontaminate(holdout, train_rows)
-    tasks = clean.kept[:max_tasks]
-    if clean.dropped:
-        warnings.append(
-            f"dropped {clean.dropped} held-out tasks seen in training (same id "
-            f"{clean.same_id}, same text {clean.same_text}, 8-gram overlap "
-            f"{clean.ngram_overlap}), e.g. {clean.examples[:2]}"
-        )
-    if len(tasks) < stats.MIN_TASKS_ANY:
-        raise ConfigError(
-            f"only {len(tasks)} clean held-out tasks remain (need at least "
-            f"{stats.MIN_TASKS_ANY}); raise dataset.holdout_share"
-        )
+    heldout = held_out(first, spec, max_tasks)  # the run's held-out rows, or eval.path's
+    tasks = heldout.tasks
+    warnings += heldout.warnings
+    named = named_metrics(spec)
+    where = f"eval.path '{heldout.report.path}'" if heldout.report.path else "the held-out rows"
+    check_columns(named, tasks, where)  # before any model loads
+    _names_free(named, reward.headline if reward else ())
     episodic = spec.environment is not None  # whole episodes, scored where they were played
     if threshold is None and spec.eval is not None:
         threshold = spec.eval.pass_threshold
@@ -202,12 +171,13 @@ def evaluate_runs(
     if (
         not episodic
         and reward is None
+        and not named
         and sum(bool(t.get("reference")) for t in tasks) < stats.MIN_TASKS_ANY
     ):
         raise ConfigError(
             f"the spec names no reward and fewer than {stats.MIN_TASKS_ANY} held-out tasks have "
             f"a reference, so there is nothing to measure; give the spec a reward (e.g. "
-            f"tool_call) or a dataset.reference_column"
+            f"tool_call), a metric (eval.metrics: [tool_call]) or a dataset.reference_column"
         )
     seeds = {"base": [seed + 1 + i for i in range(base_passes)], "trained": seed + 1}
     own_bases = any((d / "warmstart").is_dir() for d in run_dirs)
@@ -262,6 +232,12 @@ def evaluate_runs(
             report(len(generators), steps, f"asking the judge: {second.base_url}")
             for values, verdicts in zip(measured, judged(second, flat_passes, rows), strict=True):
                 values[JUDGE_METRIC] = [verdicts[i * k : (i + 1) * k] for i in range(len(tasks))]
+        if named:
+            labels = ", ".join(m.label for m in named)
+            report(len(generators), steps, f"scoring the spec's eval.metrics: {labels}")
+            extra = named_values(named, flat_passes, rows, len(tasks), k)
+            for values, more in zip(measured, extra, strict=True):
+                values.update(more)
         scored = iter(measured)
     passes = [next(scored) for _ in outs[0]["base"]]
     base_by_seed = [passes[0]] + [next(scored) if o["base"] else passes[0] for o in outs[1:]]
@@ -274,7 +250,7 @@ def evaluate_runs(
         def kept(one: list[list[Any]]) -> list[list[float]]:
             return [one[i] for i in graded]
 
-        return metric_result(
+        compared = metric_result(
             name,
             [kept(p[name]) for p in passes],
             [kept(b[name]) for b in base_by_seed],
@@ -283,37 +259,24 @@ def evaluate_runs(
             optimised=optimised,
             higher_is_better=higher,
         )
+        return described(compared) if name in DIRECTIONLESS else compared
 
     if episodic:
         metrics = [result(name) for name in OPTIMISED]
         unoptimised = [result(n, False, higher=False) for n in LOWER_IS_BETTER]
         unoptimised += [result(n, optimised=False) for n in DESCRIBED]
     else:
-        names = [n for n in trained_by_seed[0] if n not in DIRECTIONLESS]
-        metrics = [result(name) for name in names]
-        unoptimised = [result(name, optimised=False) for name in DIRECTIONLESS]
+        apart = {*DIRECTIONLESS, JUDGE_METRIC, *(m.label for m in named)}
+        metrics = [result(name) for name in trained_by_seed[0] if name not in apart]
+        unoptimised = [
+            result(name, optimised=False) for name in DIRECTIONLESS if name in trained_by_seed[0]
+        ]
         if second is not None and (judge_result := _judge_result(result, passes, warnings)):
             unoptimised.insert(0, judge_result)
-    nll = _nll_metric(outs, seed)
-    preference = _preference_metrics(outs, seed)
-    labels = [bool(t["label"]) for t in tasks] if any(o.get("logliks") for o in outs) else []
-    feedback = feedback_metrics(outs, labels, seed) if labels else None
-    if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
-        accuracy, margin = preference
-        metrics = [accuracy]
-        unoptimised = [margin, *([nll] if nll is not None else []), *unoptimised]
-    elif feedback is not None:  # KTO: 👍 answers likelier, 👎 ones less likely, paired by row
-        metrics = [feedback[0]]
-        unoptimised = [*feedback[1:], *([nll] if nll is not None else []), *unoptimised]
-    elif reward is None and not episodic:
-        if nll is None:
-            raise ConfigError(
-                "the spec names no reward and the references' likelihood could not be measured "
-                "on enough tasks; give the spec a reward (e.g. tool_call)"
-            )
-        metrics = [nll.model_copy(update={"optimised": True})]  # what SFT optimises
-    elif nll is not None:
-        unoptimised.insert(0, nll)
+    mine = [result(m.label, optimised=False) for m in named]
+    rewarded = reward is not None or episodic
+    metrics, own = _by_kind(metrics, outs, tasks, seed, rewarded, mine, warnings)
+    unoptimised = [*own, *mine, *unoptimised]  # the kind's, the user's, then the rest
     for m in metrics + unoptimised:
         if m.degenerate:
             warnings.append(
@@ -325,7 +288,7 @@ def evaluate_runs(
         threshold, why = pass_threshold(reward, passes, trained_by_seed, threshold)
         if threshold is None:
             warnings.append(f"pass@k and pass^k not reported: {why}")
-        rates = _by_reward(base_by_seed[0], trained_by_seed[0], threshold, k)
+        rates = pass_rates_of(base_pool(passes, base_by_seed), trained_by_seed, threshold, k)
     needed, needed_for = planned_tasks(headline, spec.eval.mde if spec.eval else None, reward)
 
     def reward_of(one_pass: dict[str, list[list[float]]], i: int) -> float | None:
@@ -346,20 +309,20 @@ def evaluate_runs(
         for i, example in enumerate(examples):
             example["base_judge"] = passes[0][JUDGE_METRIC][i][0]
             example["trained_judge"] = trained_by_seed[0][JUDGE_METRIC][i][0]
+    for metric in named:  # and the user's own metrics: {label: [base, trained]}
+        for i, example in enumerate(examples):
+            pair = [passes[0][metric.label][i][0], trained_by_seed[0][metric.label][i][0]]
+            example.setdefault("metrics", {})[metric.label] = pair
     return EvalResult(
         run_id=group_id or first.name,
         runs=[d.name for d in run_dirs],
         training_seeds=len(run_dirs),
         created_at=time.time(),
         verdict=qualified(headline.verdict, regressions(unoptimised)),
-        tasks_total=len(holdout),
+        tasks_total=heldout.report.rows,
         tasks_used=len(tasks),
-        dropped_contaminated={
-            "same_id": clean.same_id,
-            "same_text": clean.same_text,
-            "ngram_overlap": clean.ngram_overlap,
-            "duplicates": clean.duplicates,
-        },
+        dropped_contaminated=heldout.report.dropped,
+        held_out=heldout.report,
         k=k,
         base_passes=base_passes,
         seeds=seeds,
@@ -382,6 +345,69 @@ def evaluate_runs(
             if _every_graded(m.name, trained_by_seed + base_by_seed[:1])
         },
     )
+
+
+DESCRIBED_VERDICT = "described"  # a directionless metric: its means shown, never judged
+
+
+def described(metric: MetricResult) -> MetricResult:
+    """A directionless metric (answer length, an episode's turns and tool calls) as reported:
+    base and trained means and the interval of their difference, with no verdict."""
+    return metric.model_copy(update={"verdict": DESCRIBED_VERDICT, "degenerate": None})
+
+
+def _names_free(named: list[Named], taken: Any) -> None:
+    """No metric of eval.metrics is reported under a name a metric of the run already has
+    (the training reward's components: tool_call's `name`, rhyme_relevance's `rhyme`)."""
+    for metric in named:
+        if metric.label in taken or metric.label == JUDGE_METRIC:
+            raise ConfigError(
+                f"{metric.field} would be reported as '{metric.label}', which this run's "
+                f"training reward already reports; give it a label of its own "
+                f"({{name: {metric.ref}, label: my_{metric.label}}})"
+            )
+
+
+def _by_kind(
+    metrics: list[MetricResult],
+    outs: list[dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    seed: int,
+    rewarded: bool,
+    mine: list[MetricResult],
+    warnings: list[str],
+) -> tuple[list[MetricResult], list[MetricResult]]:
+    """The headline metrics of the run's kind and its own un-optimised ones, reported first:
+    DPO's preference accuracy (margin beside it), KTO's feedback likelihood, a reward's
+    metrics; with neither, SFT's (or distillation's) reference_nll. Where not even that can
+    be measured, the first of the user's eval.metrics (taken from `mine`) is the headline."""
+    nll = _nll_metric(outs, seed)
+    nlls = [nll] if nll is not None else []
+    preference = _preference_metrics(outs, seed)
+    labels = [bool(t["label"]) for t in tasks] if any(o.get("logliks") for o in outs) else []
+    feedback = feedback_metrics(outs, labels, seed) if labels else None
+    if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
+        accuracy, margin = preference
+        return [accuracy], [margin, *nlls]
+    if feedback is not None:  # KTO: 👍 answers likelier, 👎 ones less likely, paired by row
+        return [feedback[0]], [*feedback[1:], *nlls]
+    if rewarded:
+        return metrics, nlls
+    if nll is not None:
+        return [nll.model_copy(update={"optimised": True})], []  # what SFT optimises
+    if not mine:
+        raise ConfigError(
+            "the spec names no reward and the references' likelihood could not be measured "
+            "on enough tasks; give the spec a reward (e.g. tool_call) or a metric "
+            "(eval.metrics: [tool_call])"
+        )
+    first = mine.pop(0)
+    warnings.append(
+        f"the headline is eval.metrics' first, {first.name}: the held-out references' "
+        f"likelihood could not be measured; training did not optimise {first.name}, so it "
+        f"shows a change in what you measure, not that the training objective was learned"
+    )
+    return [first], []
 
 
 def _second_judge(
@@ -443,43 +469,6 @@ def _every_graded(name: str, passes: list[dict[str, list[list[Any]]]]) -> bool:
     return name in passes[0] and all(None not in s for p in passes for s in p[name])
 
 
-def pass_threshold(
-    reward: Any,
-    passes: list[dict[str, list[list[float]]]],
-    trained: list[dict[str, list[list[float]]]],
-    given: float | None,
-) -> tuple[float | None, str]:
-    """The reward a sample must reach to pass, and why: the user's (--threshold, or the spec's
-    eval.pass_threshold); 1 for a reward whose every score is 0 or 1; half the range of a
-    reward that declares one; else none (a threshold guessed from the scores, such as their
-    median, would say nothing: pass rates of 1.00 beside a mean reward of 0.05)."""
-    if given is not None:
-        return given, "the threshold given"
-    every = [v for p in [*passes, *trained] for task in p["reward"] for v in task]
-    if every and all(v in (0.0, 1.0) for v in every):
-        return 1.0, "a 0/1 reward passes at 1"
-    low, top = reward.value_range if reward is not None else (-math.inf, math.inf)
-    if math.isfinite(low) and math.isfinite(top):
-        return low + 0.5 * (top - low), "half the reward's declared range"
-    return None, (
-        f"reward '{getattr(reward, 'name', reward)}' declares no range and its scores are not "
-        f"all 0 or 1, so no threshold means 'passed'; give one (evaluate --threshold, the "
-        f"spec's eval.pass_threshold, or the reward's params.value_range)"
-    )
-
-
-def _by_reward(
-    base: dict[str, list[list[float]]],
-    trained: dict[str, list[list[float]]],
-    threshold: float | None,
-    k: int,
-) -> PassRates | None:
-    """Pass rates at the threshold (None: not reported)."""
-    if threshold is None:
-        return None
-    return pass_rates(base["reward"], trained["reward"], threshold, k)
-
-
 def _each_pass(outs: list[dict[str, Any]]) -> list[Any]:
     """Every pass in the order the metrics are read: the first run's base passes, each later
     run's own base pass (when it has one), then each run's trained pass."""
@@ -505,10 +494,7 @@ def score_passes(
                 f"yet): check the judge with `posttrain reward check judge`"
             )
         return scored
-    answers = score_in_subprocess(
-        spec.reward.name, dict(spec.reward.params or {}), [(p, rows) for p in passes]
-    )
-    return [Scores(rewards=a["rewards"], components=a["components"]) for a in answers]
+    return score(reward, spec.reward.name, dict(spec.reward.params or {}), passes, rows)
 
 
 def _pairs(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -590,22 +576,3 @@ def _nll_metric(outs: list[dict[str, Any]], seed: int) -> MetricResult | None:
         optimised=False,
         higher_is_better=False,
     )
-
-
-def store(run_dir: Path, result: EvalResult) -> EvalResult:
-    """Keep the result with the run, and say so in its events."""
-    path = run_dir / "evaluations" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    result.path = str(path.relative_to(run_dir))
-    write_json_atomic(path, result.model_dump(mode="json"))
-    events = EventWriter(run_dir)
-    events.write("evaluation", durable=True, path=result.path, verdict=result.verdict)
-    events.close()
-    return result
-
-
-def latest(run_dir: Path) -> dict[str, Any] | None:
-    """The newest stored evaluation of a run, or None."""
-    import json
-
-    files = sorted((run_dir / "evaluations").glob("eval-*.json"))
-    return json.loads(files[-1].read_text(encoding="utf-8")) if files else None

@@ -17,11 +17,14 @@ from pydantic import BaseModel, Field
 
 from posttrain.evals import paired, stats
 from posttrain.evals.comparison import verdict_of
+from posttrain.evals.episode_metrics import DESCRIBED
 from posttrain.rewards.base import Scores
 from posttrain.rewards.text import completion_text, plain_text
 
 RHYME_RATE_AT = 0.75  # a sample "rhymes" when its rhyme component reaches this
-DIRECTIONLESS = ("length_words",)  # described, never judged better or worse
+# Described, never judged better or worse (no verdict, no regression): answer length, and an
+# episode's turns and tool calls (posttrain.evals.episode_metrics.DESCRIBED)
+DIRECTIONLESS = ("length_words", *DESCRIBED)
 
 
 class MetricResult(BaseModel):

@@ -196,8 +196,15 @@ def warnings(
     return [w for w in found if w]
 
 
+def evaluation_list(run_dir: Path) -> list[dict[str, Any]]:
+    """Every evaluation kept with the run, oldest first: path, time, verdict, tasks used."""
+    from posttrain.evals.history import listed
+
+    return listed(run_dir)
+
+
 def evaluation_summary(run_dir: Path) -> dict[str, Any] | None:
-    from posttrain.evals.evaluation import latest
+    from posttrain.evals.history import latest
 
     found = latest(run_dir)
     if found is None:

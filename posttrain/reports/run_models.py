@@ -59,6 +59,18 @@ class Trend(BaseModel):
     delta: float | None = None
 
 
+class StoredEvaluation(BaseModel):
+    """One evaluation kept with a run (posttrain.evals.history)."""
+
+    path: str = Field(description="Its file, relative to the run directory.")
+    created_at: float | None = None
+    evaluated: str | None = Field(
+        None, description="What was evaluated: the run, or the group or experiment arm."
+    )
+    verdict: str
+    tasks_used: int | None = None
+
+
 class RunDetail(RunSummary):
     phase: str | None = Field(None, description="warmstart or train: what `step` counts.")
     warmstart_steps: int | None = None
@@ -92,6 +104,11 @@ class RunDetail(RunSummary):
     )
     evaluation: dict[str, Any] | None = Field(
         None, description="The latest evaluate verdict, with the reward's base and trained means."
+    )
+    evaluations: list[StoredEvaluation] = Field(
+        default_factory=list,
+        description="Every evaluation of the run, oldest first (each is kept): evaluating "
+        "again until one says improved shows here.",
     )
     run_dir: str | None = None
     torn_lines: int = 0

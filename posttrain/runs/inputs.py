@@ -9,6 +9,9 @@ relative to it:
     inputs/reward-gate/<file>.py + ...     a judge's reward.params.gate.name
     inputs/environment/<file>.py + ...     environment.name 'file.py:Class', environment.tools
 
+Not uploaded: eval.path and eval.metrics, which evaluate reads and scores on this machine (the
+held-out prompts travel in its job); the container's spec names neither.
+
 A code file gets a folder of its own, with the modules it imports from its own folder and the
 working directory beside it at their import paths (posttrain.core.user_code): its loader puts
 that folder first on sys.path, so `from helpers import x` imports there as it does here.
@@ -77,6 +80,11 @@ def modal_inputs(spec: RunSpec) -> ModalInputs:
             _reward(gate, "reward.params.gate", "reward-gate", uploads)
     if spec.environment is not None:
         _environment(data["environment"], uploads)
+    if spec.eval is not None:
+        # evaluate reads eval.path and scores eval.metrics on this machine (the held-out
+        # prompts travel in its job): the container's spec names neither, so nothing of them
+        # is uploaded and nothing there looks for them
+        data["eval"] = {**data["eval"], "path": None, "metrics": []}
     return ModalInputs(data, tuple(uploads))
 
 

@@ -506,6 +506,47 @@ class ComputeSpec(Strict):
         return timeout_s
 
 
+# What evaluate already reports under these names: a metric of eval.metrics takes another
+# (its `label`), so no two results share one.
+REPORTED_METRICS = (
+    "reward",
+    "rhyme_rate",
+    "length_words",
+    "reference_nll",
+    "eval_judge",
+    "success",
+    "turns",
+    "tool_calls",
+    "tool_errors",
+    "preference_accuracy",
+    "preference_margin",
+    "feedback_loglik",
+    "desirable_loglik",
+    "undesirable_loglik",
+)
+
+
+class MetricSpec(RewardSpec):
+    """A reward evaluate scores as a metric (eval.metrics): named as `reward:` is, by a
+    registry name or path/to/file.py:function, with its params."""
+
+    name: str = Field(
+        max_length=1024,
+        description="A registry name (e.g. tool_call) or path/to/file.py:function.",
+    )
+    label: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z][\w.-]*$",
+        description="The name it is reported under; None: the reward's name (a file's: its "
+        "function's).",
+    )
+
+    @property
+    def reported(self) -> str:
+        return self.label or self.name.rpartition(":")[2]
+
+
 # eval fields added after specs with an eval section were stored: unset, they stay out of the id
 EVAL_FIELDS_ADDED = ("mde", "path", "metrics")
 
@@ -534,6 +575,73 @@ class EvalSpec(Strict):
         "this large improved. None: 5% of the reward's declared range (0.05 on a 0-1 metric), "
         "else a fifth of the per-task deltas' sd.",
     )
+
+    path: str | None = Field(
+        None,
+        max_length=1024,
+        description="A held-out file of your own (JSONL, JSON, Parquet or CSV, the columns of "
+        "the training data, read through the spec's dataset columns): evaluate measures on its "
+        "rows instead of the run's own held-out share, after dropping those seen in training. "
+        "None: the rows the run held out (dataset.holdout_share).",
+    )
+    metrics: list[MetricSpec] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Rewards evaluate scores every answer with, as metrics beside the headline "
+        "(any kind, SFT, DPO and KTO included): a built-in name (tool_call) or "
+        "path/to/file.py:function, with params as `reward:` takes them; reported un-optimised "
+        "(a regression in one qualifies the verdict). A judge goes in eval.judge.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path_exists(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if path is None:
+            return None
+        confine_in_validation(info, path, "eval.path")
+        if Path(path).suffix.lower() not in (".jsonl", ".json", ".parquet", ".csv"):
+            raise ValueError(
+                f"'{path}' is not a .jsonl, .json, .parquet or .csv file; give the held-out "
+                f"rows in one of those formats"
+            )
+        if not is_file(path):
+            raise ValueError(
+                f"'{path}' does not exist; give an existing file of held-out rows (relative "
+                f"to the working directory, or absolute)"
+            )
+        return path
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metrics_shorthand(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        items = [{"name": v} if isinstance(v, str) else v for v in value]
+        for i, item in enumerate(items):
+            if isinstance(item, dict) and item.get("name") == "judge":
+                raise ValueError(
+                    f"metrics[{i}] is a judge: give it as eval.judge (its calls are priced and "
+                    f"approved before evaluate runs); eval.metrics takes rewards scored here"
+                )
+        return items
+
+    @model_validator(mode="after")
+    def _metrics_named_once(self) -> EvalSpec:
+        seen: set[str] = set()
+        for i, metric in enumerate(self.metrics):
+            name = metric.reported
+            if name in REPORTED_METRICS or name in seen:
+                taken = (
+                    "evaluate reports a metric of that name"
+                    if name not in seen
+                    else ("an earlier metric has it")
+                )
+                raise ValueError(
+                    f"eval.metrics[{i}] would be reported as '{name}', and {taken}; give it a "
+                    f"label of its own (metrics: [{{name: {metric.name}, label: my_{name}}}])"
+                )
+            seen.add(name)
+        return self
 
     @field_validator("judge", mode="before")
     @classmethod
@@ -626,6 +734,16 @@ class RunSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _episodes_have_their_reward(self) -> RunSpec:
+        if self.environment is not None and self.eval is not None and self.eval.metrics:
+            raise ValueError(
+                "eval.metrics scores single answers, and this spec's held-out tasks are whole "
+                "episodes in its environment (their get_reward scores them): drop eval.metrics, "
+                "or score the episodes in the environment's get_reward"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _batch_divides_among_gpus(self) -> RunSpec:
         a, devices = self.algorithm, self.gpu_count
         mine = algorithm_of(a)
@@ -666,7 +784,8 @@ class RunSpec(Strict):
             section = getattr(self, part)
             if section is None:
                 continue
-            unset = {f: True for f in fields if getattr(section, f, None) is None}
+            # unset: None, or an empty list (eval.metrics)
+            unset = {f: True for f in fields if getattr(section, f, None) in (None, [])}
             if unset:
                 exclude[part] = unset
         canonical = json.dumps(

@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field
 from posttrain.core.errors import ConfigError
 from posttrain.evals.arm_passes import ArmPasses
 from posttrain.evals.compare import ExperimentResult, compare, store_comparison
-from posttrain.evals.evaluation import EvalResult, evaluate_runs, store
+from posttrain.evals.evaluation import EvalResult, evaluate_runs
+from posttrain.evals.history import keep
 from posttrain.jobs.detached import JobView, find_job, start_job
 from posttrain.launching.resolve_eval import resolve_evaluation
 from posttrain.ledger.approval import (
@@ -223,9 +224,8 @@ def _evaluated(
         judge=plan.judge,
         judge_approved=True,  # the plan's price was approved (_authorize)
     )
-    for run in runs:
-        store(run.path, result)
-    return result
+    # kept with each run, saying so when they were evaluated before (and how that went)
+    return keep([run.path for run in runs], result)
 
 
 def _run_experiment(

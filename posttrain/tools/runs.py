@@ -19,6 +19,7 @@ from posttrain.launching.early_stop import check_experiments, stored_decision
 from posttrain.reports import trace_page
 from posttrain.reports.health import (
     dry_run_summary,
+    evaluation_list,
     evaluation_summary,
     preference_summary,
     run_health,
@@ -170,6 +171,7 @@ def get_run(run_id: str, verbose: bool = False, ctx: Context | None = None) -> R
         health=health,
         heldout=heldout,
         evaluation=evaluation_summary(run_dir),
+        evaluations=evaluation_list(run_dir),
         run_dir=row.run_dir,
         torn_lines=row.torn_lines,
         dry_run=dry_run_summary(row, spec),
@@ -407,7 +409,7 @@ def stage_timeline(run_id: str, ctx: Context | None = None) -> list[Stage]:
 
 def latest_evaluation(run_id: str, ctx: Context | None = None) -> dict[str, Any] | None:
     """The newest stored evaluation of a run, in full, or None."""
-    from posttrain.evals.evaluation import latest
+    from posttrain.evals.history import latest
 
     ctx = ctx or Context()
     return latest(ctx.run(run_id).path)

@@ -152,7 +152,7 @@ def passes_of(*values):
 
 
 def test_the_pass_threshold_is_the_users_or_one_for_a_0_1_reward_never_a_median_of_zero():
-    from posttrain.evals.evaluation import pass_threshold
+    from posttrain.evals.pass_rates import pass_threshold
     from posttrain.rewards.registry import get_reward
 
     binary = passes_of([0.0, 0.0, 1.0, 0.0])
