@@ -250,7 +250,7 @@ def evaluate_runs(
         def kept(one: list[list[Any]]) -> list[list[float]]:
             return [one[i] for i in graded]
 
-        compared = metric_result(
+        return metric_result(
             name,
             [kept(p[name]) for p in passes],
             [kept(b[name]) for b in base_by_seed],
@@ -259,7 +259,6 @@ def evaluate_runs(
             optimised=optimised,
             higher_is_better=higher,
         )
-        return described(compared) if name in DIRECTIONLESS else compared
 
     if episodic:
         metrics = [result(name) for name in OPTIMISED]
@@ -345,15 +344,6 @@ def evaluate_runs(
             if _every_graded(m.name, trained_by_seed + base_by_seed[:1])
         },
     )
-
-
-DESCRIBED_VERDICT = "described"  # a directionless metric: its means shown, never judged
-
-
-def described(metric: MetricResult) -> MetricResult:
-    """A directionless metric (answer length, an episode's turns and tool calls) as reported:
-    base and trained means and the interval of their difference, with no verdict."""
-    return metric.model_copy(update={"verdict": DESCRIBED_VERDICT, "degenerate": None})
 
 
 def _names_free(named: list[Named], taken: Any) -> None:

@@ -25,6 +25,7 @@ RHYME_RATE_AT = 0.75  # a sample "rhymes" when its rhyme component reaches this
 # Described, never judged better or worse (no verdict, no regression): answer length, and an
 # episode's turns and tool calls (posttrain.evals.episode_metrics.DESCRIBED)
 DIRECTIONLESS = ("length_words", *DESCRIBED)
+DESCRIBED_VERDICT = "described"  # a directionless metric: its means shown, never judged
 
 
 class MetricResult(BaseModel):
@@ -124,7 +125,9 @@ def metric_result(
         est.tasks,
         training_seeds=len(trained),
         is_training_reward=name == "reward",
-    )
+    ).text
+    if name in DIRECTIONLESS:  # answer length, turns, tool calls: the means and the interval
+        verdict = DESCRIBED_VERDICT
     return MetricResult(
         name=name,
         is_training_reward=name == "reward",
@@ -143,7 +146,7 @@ def metric_result(
         seeds=len(trained),
         seed_deltas=[float(d) for d in (trained - against).mean(axis=1)],
         seed_sd=est.replicate_sd,
-        verdict=verdict.text,
+        verdict=verdict,
         degenerate=bad,
     )
 

@@ -11,6 +11,7 @@ from typing import Any
 from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import ConfigError
 from posttrain.data.dataset import peek_rows
+from posttrain.evals.held_out_tasks import check_eval_terms
 from posttrain.spec.schema import RunSpec
 
 
@@ -27,10 +28,12 @@ def reward_columns(name: str, params: dict[str, Any]) -> list[str]:
 
 
 def check_data(spec: RunSpec) -> list[str]:
-    """Before anything starts: the data exists and has every column the spec and reward use.
-    Returns the reward's columns."""
+    """Before anything starts: the data exists and has every column the spec and reward use,
+    and evaluate's own terms (eval.path, eval.metrics) are readable. Returns the reward's
+    columns."""
     columns = reward_columns(spec.reward.name, spec.reward.params) if spec.reward else []
     rows = peek_rows(spec.dataset)
+    check_eval_terms(spec)  # eval.path's columns, eval.metrics' columns: said before training
     if rows is None:
         return columns
     if not rows:

@@ -16,7 +16,6 @@ from pydantic import BaseModel, Field
 
 from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import BackendError, PosttrainError
-from posttrain.evals.held_out_tasks import check_eval_terms
 from posttrain.launching.groups import GroupPlan, ask_group, launch_group, resolve_group
 from posttrain.launching.reserve import create_run, ready_backend
 from posttrain.launching.resolve import RunPlan, resolve
@@ -123,7 +122,6 @@ def resolve_launch(
     if found := sweep_of(spec):
         return resume(resolve_experiment(*found, ctx, key, seeds, roots), ctx)
     spec = load_spec(spec, roots)
-    check_eval_terms(spec)  # an evaluation that would be refused is said before training
     if seeds is not None:
         return resolve_group(spec, seeds, ctx, key)
     return resolve(spec, ctx, key)

@@ -16,7 +16,6 @@ from pydantic import BaseModel, Field
 
 from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.errors import BudgetError, ConfigError, NotFoundError, RewardError
-from posttrain.evals.held_out_tasks import check_eval_terms
 from posttrain.launching.columns import check_data
 from posttrain.launching.sweeps import (
     ArmPlan,
@@ -107,8 +106,7 @@ def plan(
         cost = unlaunchable(cost, refused, elsewhere)
     warnings: list[str] = [f"launch would answer: {refused}"] if refused else []
     try:  # the data's first rows, read cheaply: the columns the spec and its reward use
-        check_data(spec)
-        check_eval_terms(spec)  # eval.path's columns, eval.metrics' columns
+        check_data(spec)  # and eval.path's columns, eval.metrics' columns
         refuse_unreachable_judge(spec)
     except (ConfigError, NotFoundError, RewardError) as exc:
         warnings.append(f"launch would answer: {exc}")

@@ -6,7 +6,8 @@ has not regressed, nor improved; only the reward and success say that."""
 import json
 
 from posttrain.algorithms.kinds import algorithm_of
-from posttrain.evals.evaluation import DESCRIBED_VERDICT, evaluate_run
+from posttrain.evals.evaluation import evaluate_run
+from posttrain.evals.metrics import DESCRIBED_VERDICT
 from posttrain.spec.schema import load_spec
 
 
