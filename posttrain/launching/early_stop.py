@@ -14,12 +14,8 @@ line in each stopped run says why. Checked on every get_run and list_runs, in an
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import math
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +31,7 @@ from posttrain.runs.layout import (
     read_json,
     write_json_atomic,
 )
+from posttrain.runs.run_lock import held_alone
 from posttrain.runs.run_row import RunRow
 
 DECISION = "early_stop.json"  # in each run of the experiment, once decided
@@ -53,7 +50,7 @@ def check_experiments(ctx: Context) -> list[dict[str, Any]]:
         rule = read_json(first / RUN_META).get("early_stop")
         if not rule or (first / DECISION).exists():
             continue
-        with _deciding(first) as mine:
+        with held_alone(first / "early_stop.lock") as mine:  # one decider at a time
             decision = None
             if mine and not (first / DECISION).exists():
                 decision = decide(ctx, group_id, run_ids, rule)
@@ -186,21 +183,6 @@ def _record(ctx: Context, run_ids: list[str], decision: dict[str, Any]) -> dict[
     for run_id in run_ids:
         write_json_atomic(ctx.root / run_id / DECISION, decision)
     return decision
-
-
-@contextlib.contextmanager
-def _deciding(run_dir: Path) -> Iterator[bool]:
-    """One process decides an experiment at a time (a lock beside its first run's)."""
-    fd = os.open(run_dir / "early_stop.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
 
 
 def stored_decision(run_dir: Path) -> dict[str, Any] | None:

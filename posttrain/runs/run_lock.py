@@ -40,8 +40,16 @@ def judging(run_dir: Path) -> Iterator[bool]:
     """Yields True while this process alone may write the run's verdict; False when its
     launcher (or another reader) holds the run, or the lock cannot be made (a read-only
     disk, where no verdict could be written anyway)."""
+    with held_alone(run_dir / LOCK) as mine:
+        yield mine
+
+
+@contextlib.contextmanager
+def held_alone(path: Path) -> Iterator[bool]:
+    """An flock on `path` taken without waiting: True while this process holds it, False
+    when another does or the lock file cannot be made."""
     try:
-        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
         yield False
         return
