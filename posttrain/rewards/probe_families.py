@@ -24,7 +24,9 @@ from posttrain.rewards.tool_probes import TOOL_PROBES
 FAMILIES: dict[str, str] = {
     "generic": "empty, blank, echoed and degenerate answers (always run)",
     "answer": "the answer buried, listed, retracted, hedged, padded, cut (rows with answers)",
-    "rhyme": "the rhyme world's: one long line, forty short lines, rhyming gibberish...",
+    "rhyme": "the rhyme world's: rhyming gibberish, good verse off the topic, prose on it",
+    "format": "the answer's shape: one long line, forty short lines, a thinking block only, "
+    "list markers as words (with the rhyme family, or named)",
     "tool": "wrong tool calls (rows whose reference holds a call)",
     "judge": "an injected instruction, flattery, padding (a judge)",
 }
@@ -55,6 +57,9 @@ BASIC_PROBES: tuple[Probe, ...] = (
     ),
 )
 PROBES: tuple[Probe, ...] = (*BASIC_PROBES, *DEGENERATE_PROBES, *RHYME_PROBES)  # for text
+FORMAT_NAMES = ("one_long_line", "forty_short_lines", "thinking_only", "markdown_bullets")
+FORMAT_PROBES = tuple(p for p in RHYME_PROBES if p.name in FORMAT_NAMES)
+RHYME_ONLY = tuple(p for p in RHYME_PROBES if p.name not in FORMAT_NAMES)
 # The degenerate answers for the batteries that hold their own empty and padded answers.
 DEGENERATE_SHORT = tuple(p for p in DEGENERATE_PROBES if p.kind != "length")
 
@@ -69,7 +74,7 @@ def parse_families(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if unknown or not names:
         raise ConfigError(
             f"families: {unknown or 'none given'} is not a probe family; name one or more of "
-            f"{list(FAMILIES)}, separated by commas (e.g. --families rhyme,answer), or leave it "
+            f"{list(FAMILIES)}, separated by commas (e.g. --families rhyme,format), or leave it "
             f"out to choose by what the reward pays"
         )
     return tuple(dict.fromkeys(names))
@@ -111,7 +116,7 @@ def choose(
     if tools:
         battery.add("tool", TOOL_PROBES)
         battery.add("generic", DEGENERATE_SHORT)
-        for name in ("answer", "rhyme"):
+        for name in ("answer", "rhyme", "format"):
             battery.not_run[name] = "the rows expect tool calls; the tool family probes them"
     elif reward.judged:  # each probe costs a judge call a row: the judge's own battery
         references = any(r.reference.strip() for r in data)
@@ -123,9 +128,10 @@ def choose(
             battery.not_run["judge, in part"] = (
                 f"the rows have no reference answer, so {', '.join(skipped)} are skipped"
             )
-        for name in ("answer", "rhyme"):  # each would cost a call a row: only when named
+        shown = {"rhyme": RHYME_ONLY, "format": FORMAT_PROBES}
+        for name in ("answer", "rhyme", "format"):  # each costs a call a row: only when named
             if name in wanted:
-                battery.add(name, row_probes(data) if name == "answer" else RHYME_PROBES)
+                battery.add(name, row_probes(data) if name == "answer" else shown[name])
             else:
                 battery.not_run[name] = "a judge is probed with its own battery, call by call"
     else:
@@ -141,9 +147,13 @@ def choose(
                 rhymes, said = pays_rhyme(reward, data, columns)
                 said = f"the reward does not pay rhyme: {said}"
         if rhymes:
-            battery.add("rhyme", RHYME_PROBES)
+            battery.add("rhyme", RHYME_ONLY)
         else:
             battery.not_run["rhyme"] = said
+        if (rhymes and named is None) or "format" in wanted:  # verse's shapes, or named
+            battery.add("format", FORMAT_PROBES)
+        else:
+            battery.not_run["format"] = said if named is None else "not named"
     if not tools:
         battery.not_run["tool"] = "no row's reference holds a tool call"
     if not reward.judged:

@@ -32,7 +32,7 @@ class ProbeOut(BaseModel):
     example_score: float
     example_components: dict[str, float] = Field(default_factory=dict)
     family: str = Field(
-        "", description="Its probe family (generic, answer, rhyme, tool, judge, user)."
+        "", description="Its probe family (generic, answer, rhyme, format, tool, judge, user)."
     )
 
 

@@ -163,6 +163,15 @@ def test_a_named_family_runs_even_where_the_reward_would_not_be_given_it(project
     report = json.loads(done.stdout)
     assert report["families"] == ["generic", "rhyme"]
     assert report["families_not_run"]["answer"] == "not named"
+    both = shell(
+        project, str(project / "sums.py:exact_sum"), "--data", "sums.jsonl", "--families",
+        "rhyme,format", "--json",
+    )  # fmt: skip
+    named = json.loads(both.stdout)
+    assert named["families"] == ["generic", "rhyme", "format"]
+    assert {"thinking_only", "markdown_bullets"} <= {
+        p["name"] for p in named["probes"] if p["family"] == "format"
+    }
 
 
 def test_an_unknown_family_is_refused_naming_the_families_there_are():
@@ -210,7 +219,7 @@ def test_over_stdio_the_naive_rhyme_file_is_flagged_and_a_named_family_list_is_k
                 "check_reward", {"reward": ref, "data": "poems.jsonl", "families": ["answer"]}
             )
             wrong = await client.call_tool(
-                "check_reward", {"reward": ref, "data": "poems.jsonl", "families": ["format"]}
+                "check_reward", {"reward": ref, "data": "poems.jsonl", "families": ["formats"]}
             )
             assert wrong.is_error
             return chosen.structured_content, named.structured_content, wrong.content[0].text
