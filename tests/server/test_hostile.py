@@ -19,6 +19,10 @@ from tests.doubles import PaidBackendDouble
 from tests.server.schema_strategy import from_schema
 
 CALL_BOUND_S = 15.0  # check_dataset on a 100,000-row gym is the slowest honest call
+# ...but for check_reward, which runs a spec's reward on its rows: `{"spec": {}}` is the demo's
+# whole spec (every field has a default), whose reward loads the relevance model on its first
+# call (21 s measured beside the suite's workers), an honest check and not a slow error
+BOUND_S = {"check_reward": 60.0}
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=40),
     lambda inner: (
@@ -56,7 +60,7 @@ def call(server, tool, arguments):
 
 
 def assert_clear(tool, arguments, result, seconds):
-    assert seconds < CALL_BOUND_S, (tool, arguments, seconds)
+    assert seconds < BOUND_S.get(tool, CALL_BOUND_S), (tool, arguments, seconds)
     if result.is_error:
         text = result.content[0].text
         assert "internal error" not in text, (tool, arguments, text)

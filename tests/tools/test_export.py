@@ -122,7 +122,7 @@ def test_the_cli_exports_the_adapter_alone_or_merged(at_home, tmp_path):
         app, ["run", "export", lora, "--adapter", "--out", str(tmp_path / "a"), "--json"]
     )
     assert out.exit_code == 0, out.output
-    result = json.loads(out.output)
+    result = json.loads(out.stdout)  # one document on stdout; its progress line on stderr
     assert result["adapter_only"] and "adapter_config.json" in result["files"]
     assert result["loads_with"].startswith("peft.AutoPeftModelForCausalLM")
     human = cli.invoke(app, ["run", "export", lora, "--out", str(tmp_path / "m")])
