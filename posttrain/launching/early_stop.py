@@ -126,9 +126,10 @@ def decide(
             run_dir = ctx.root / run_id
             if has_result(run_dir):
                 continue
-            saved = _remaining_usd(rows[run_id], metas[run_id], run_dir)
-            _say(run_dir, arm, leader, at, saved)
+            _say(run_dir, arm, leader, at, _remaining_usd(rows[run_id], metas[run_id], run_dir))
             if _stop(ctx, run_dir, rows[run_id]):
+                # the steps it did not take: counted where it stopped, after the cancel's grace
+                saved = _remaining_usd(ctx.index.get(run_id), metas[run_id], run_dir)
                 decision["runs_stopped"].append(run_id)
                 decision["saved_usd"] = round(decision["saved_usd"] + saved, 4)
     decision["stopped"] = behind
