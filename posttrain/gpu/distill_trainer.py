@@ -22,6 +22,7 @@ from posttrain.gpu.trainers import (
     common_config,
     held_out,
     lora_config,
+    schedule,
     silence_printer,
     trace_samples,
 )
@@ -75,7 +76,7 @@ def distill_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool
         max_completion_length=a.max_completion_length,
         temperature=a.temperature,
         learning_rate=a.learning_rate,
-        lr_scheduler_type=a.lr_scheduler,
+        **schedule(a),
         chat_template_kwargs=spec.model.template_kwargs(),
         # TRL reads the teacher's dtype by name (getattr(torch, name)), the student's as a dtype
         teacher_model_init_kwargs={"dtype": job.device.dtype("frozen")},

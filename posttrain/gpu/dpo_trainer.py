@@ -18,6 +18,7 @@ from posttrain.gpu.ranks import device_batch
 from posttrain.gpu.trainers import (
     Job,
     common_config,
+    schedule,
     sft_max_length,
 )
 
@@ -50,7 +51,7 @@ def dpo_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = T
     config = DPOConfig(
         per_device_train_batch_size=device_batch(a.batch_size),
         learning_rate=a.learning_rate,
-        lr_scheduler_type=a.lr_scheduler,
+        **schedule(a),
         max_length=limit,
         beta=a.dpo.beta,
         loss_type=[a.dpo.loss_type],

@@ -28,6 +28,7 @@ from posttrain.gpu.ranks import device_batch
 from posttrain.gpu.trainers import (
     Job,
     common_config,
+    schedule,
     sft_max_length,
 )
 
@@ -101,7 +102,7 @@ def kto_trainer(job: Job, extra_callbacks: tuple[Any, ...] = (), proof: bool = T
     config = KTOConfig(
         per_device_train_batch_size=kto_batch(job, kto),
         learning_rate=a.learning_rate,
-        lr_scheduler_type=a.lr_scheduler,
+        **schedule(a),
         max_length=limit,
         beta=kto.beta,
         desirable_weight=kto.desirable_weight,

@@ -30,7 +30,13 @@ BUILT = {DPO.name, KTO.name, DISTILL.name}
 def _sft(job: Job, **more: Any) -> Any:
     a = job.spec.algorithm
     settings = SftSettings(
-        "train", a.steps, a.learning_rate, a.batch_size, a.lr_scheduler, a.lora is not None
+        "train",
+        a.steps,
+        a.learning_rate,
+        a.batch_size,
+        a.lr_scheduler,
+        a.lora is not None,
+        a.warmup_steps or 0,
     )
     return run_sft(job, settings, **more)
 

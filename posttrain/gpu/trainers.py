@@ -65,6 +65,7 @@ class SftSettings:
     batch_size: int
     scheduler: str
     lora: bool
+    warmup_steps: int = 0
 
 
 def recompute_activations(job: Job) -> bool:
@@ -75,6 +76,20 @@ def recompute_activations(job: Job) -> bool:
     30 steps gave reward, loss and KL equal to 4 digits, and took 245 s against 373 s
     side by side (/tmp/exp/ab.py, 2026-12-02)."""
     return job.device.cuda or job.spec.model.stand_in
+
+
+def schedule(a: Any) -> dict[str, Any]:
+    """The learning rate's schedule of the main phase, as every trainer's config takes it."""
+    return {
+        "lr_scheduler_type": with_warmup(a.lr_scheduler, a.warmup_steps or 0),
+        "warmup_steps": a.warmup_steps or 0,
+    }
+
+
+def with_warmup(scheduler: str, warmup_steps: int) -> str:
+    """transformers' name for a schedule with its warmup: its 'constant' ignores warmup_steps
+    (its linear and cosine rise over them)."""
+    return "constant_with_warmup" if warmup_steps and scheduler == "constant" else scheduler
 
 
 def common_config(job: Job, steps: int, save: bool) -> dict[str, Any]:
@@ -156,7 +171,8 @@ def sft_trainer(
     config = SFTConfig(
         per_device_train_batch_size=device_batch(settings.batch_size, BATCH_FIELD[phase]),
         learning_rate=settings.learning_rate,
-        lr_scheduler_type=settings.scheduler,
+        lr_scheduler_type=with_warmup(settings.scheduler, settings.warmup_steps),
+        warmup_steps=settings.warmup_steps,
         max_length=sft_max_length(spec),
         **common_config(job, steps, save=phase == "train"),
     )
@@ -349,7 +365,7 @@ def grpo_config(job: Job) -> Any:
         max_completion_length=a.max_completion_length,
         temperature=a.temperature,
         learning_rate=a.learning_rate,
-        lr_scheduler_type=a.lr_scheduler,
+        **schedule(a),
         beta=a.beta,
         chat_template_kwargs=spec.model.template_kwargs(),
         remove_unused_columns=False,

@@ -408,6 +408,13 @@ class AlgorithmSpec(Strict):
         "training noise); the run still samples, scores and saves as any other.",
     )
     lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
+        None,
+        description="Steps over which the learning rate rises from 0 to learning_rate, then "
+        "follows lr_scheduler. Adam's first step moves every weight by about the learning rate "
+        "whatever its gradient: a full fine-tune at a high rate can leave its start in one step "
+        "(docs/demo.md). Unset: none, as TRL.",
+    )
     steps: Annotated[int, Field(ge=1, le=1_000_000)] = 100
     batch_size: Annotated[int, Field(ge=1, le=8192)] = Field(
         32, description="Completions per step (GRPO: prompts x generations); rows per step (SFT)."
@@ -460,6 +467,11 @@ class AlgorithmSpec(Strict):
         """The kind's own section filled with its defaults, another kind's section or fields
         refused, then the kind's own rules (posttrain.algorithms)."""
         mine = algorithm_of(self.kind)
+        if self.warmup_steps and self.warmup_steps >= self.steps:
+            raise ValueError(
+                f"algorithm.warmup_steps ({self.warmup_steps}) must be below algorithm.steps "
+                f"({self.steps}): the learning rate would never reach learning_rate"
+            )
         if self.warmstart and not mine.takes_warmstart:
             raise ValueError(
                 f"warmstart is an SFT pass before GRPO; a {mine.title} run does not take one"
@@ -777,7 +789,7 @@ class RunSpec(Strict):
         exclude: dict[str, Any] = {"name": True}
         exclude |= {f: True for f in ("environment", "eval") if getattr(self, f) is None}
         for part, fields in (
-            ("algorithm", kind_fields()),
+            ("algorithm", (*kind_fields(), "warmup_steps")),
             ("dataset", ("chosen_column", "rejected_column", "label_column")),
             ("eval", EVAL_FIELDS_ADDED),
         ):

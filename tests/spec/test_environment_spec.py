@@ -42,15 +42,15 @@ def test_an_environment_needs_grpo_and_plans_with_a_note_on_multi_turn_cost(home
 
 def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_existed():
     plain = load_spec({"model": "tiny-local"})
-    # the dump of a spec before `environment`, `eval` and the preference, distillation and KTO
-    # fields existed: none of their keys in it
+    # the dump of a spec before `environment`, `eval`, the preference, distillation and KTO
+    # fields and the warmup existed: none of their keys in it
     old_fields = plain.model_dump(
         mode="json",
         exclude={
             "name": True,
             "environment": True,
             "eval": True,
-            "algorithm": {"dpo": True, "teacher": True, "kto": True},
+            "algorithm": {"dpo": True, "teacher": True, "kto": True, "warmup_steps": True},
             "dataset": {"chosen_column": True, "rejected_column": True, "label_column": True},
         },
     )
@@ -60,6 +60,8 @@ def test_a_spec_without_an_environment_keeps_the_id_it_had_before_the_field_exis
     assert with_env.spec_id != plain.spec_id
     with_bar = load_spec({"model": "tiny-local", "eval": {"pass_threshold": 0.5}})
     assert with_bar.spec_id != plain.spec_id
+    warmed = load_spec({"model": "tiny-local", "algorithm": {"warmup_steps": 5}})
+    assert warmed.spec_id != plain.spec_id
 
 
 def test_an_environment_file_outside_the_roots_is_refused_before_it_is_looked_at(tmp_path):
