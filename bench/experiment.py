@@ -15,27 +15,33 @@ in this run:
 
     python bench/experiment.py [--steps 250] [--warmstart-steps 250] [--max-tasks 200]
 
-Measured 2026-12-04 (2 cores of an AMD EPYC, the test suite and other work sharing them part
-of the time; defaults, a fresh POSTTRAIN_HOME):
+Measured 2026-12-07 (2 quiet cores of an AMD EPYC; defaults, a fresh POSTTRAIN_HOME; the
+demo's rate now warms up over its first 25 steps, docs/demo.md):
 
-    plan: experiment 0.01 s; its 4 runs one by one 0.01 s
-    launch: 0.20 s, started exp-261204-210140-a0de
-    training: 621 s wall from launch to the last end; the runs' own 573 s; first start 10.3 s
-      after launch; queue gaps 12.8, 13.1, 11.8 s (median 12.8 s)
-    evaluate: 63 s for 4 runs, 186 tasks
-      1. learning_rate=0.001: reward 0.625 (seeds 0.629, 0.621; seed floor 0.068); vs base
-         unproven: improved (2 training seeds < 3; ...); best
-      2. learning_rate=0: reward 0.080 (seeds 0.089, 0.070; seed floor 0.000); vs base
-         unproven: within_noise (...); behind by 0.545 [0.528, 0.562], floor 0.068,
-         p_holm 0.0001, beyond noise True
-      verdict: unproven: best_beyond_noise (learning_rate=0.001) (2 training seeds per arm < 3;
-         the metric is the training reward itself)
+    plan: experiment 0.03 s; its 4 runs one by one 0.05 s
+    launch: 0.34 s, started exp-261207-080438-8bdc
+    training: 706 s wall from launch to the last end; the runs' own 671 s; first start 9.2 s
+      after launch; queue gaps 8.5, 8.0, 8.9 s (median 8.5 s)
+    evaluate: 46 s for 4 runs, 186 tasks
+      1. learning_rate=0.001: reward 0.635 (seeds 0.643, 0.627); vs base unproven: improved
+         (the metric is the training reward itself); best
+      2. learning_rate=0: reward 0.075 (seeds 0.085, 0.064); vs base unproven: within_noise
+         (...); behind by 0.560 [0.524, 0.597], p 0.0000, beyond noise True
+      verdict: unproven: best_beyond_noise (learning_rate=0.001) (the metric is the training
+         reward itself)
+
+Before the warmup (same day and machine), seed 1 of the 1e-3 arm never rhymed (0.021 against
+seed 0's 0.687): 1e-3 still ranked first, 0.354 against 0.075, but within noise (behind by
+0.279, 95% CI -0.646..1.205: two seeds that far apart leave the arm's own spread unknown).
+On 2026-12-04 (the torch build of that day, the statistics of that day): 621 s of training,
+the runs' own 573 s, queue gaps 12-13 s; 1e-3 scored 0.625 (seeds 0.629, 0.621), 0.545
+ahead.
 
 A run's start is its first stage event, so each gap holds the next trainer's own start-up
-(the first run took 10.3 s from launch to its first stage), so the queue's own share is
-roughly the gap less that, ~2-3 s a run (an estimate from these figures, not measured
-apart); wall less the runs' own time is 48 s over 573 s (8%). The evaluation generates each
-arm's base passes again (the same base): a shared base pass would save one arm's base time.
+(the first run took 9.2 s from launch to its first stage), so the queue's own share is the
+gap less that, about nothing (an estimate from these figures, not measured apart); wall less
+the runs' own time is 35 s over 671 s (5%). The arms share the base's passes (the same
+warm-started base; docs/experiments.md).
 """
 
 from __future__ import annotations

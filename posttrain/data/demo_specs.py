@@ -26,8 +26,14 @@ from posttrain.data import gym
 # ~20 tokens throughout. At a constant 5e-4 the rhymes came between steps 150 and 250 (seeds
 # 0-2), hence 400 steps then; at a constant 1e-3 they came by step 75-125 but seed 1 drifted
 # to 40-token answers at steps 125-250 before it came back.
+# Measured again 2026-12-07 on torch 2.13's CPU build: seed 1 never rhymed. Its first step
+# (Adam's: every weight moved by ~lr, whatever its gradient) took KL to 2.9 and the answers to
+# 37 tokens at once, and they stayed there (a seed-1 arm of the demo experiment scored 0.02).
+# The same seed on 2026-12-02's torch build rhymed: the demo sat on an edge. The rate now rises
+# over the first tenth of the steps (25 of 250); seeds 0-3 each rhyme again (docs/demo.md).
 DEMO_STEPS = 250
 DEMO_LEARNING_RATE = 1e-3
+DEMO_WARMUP_SHARE = 0.1
 DEMO_WARMSTART_STEPS = 250  # 2,000 rows x 4 epochs / batch 32
 # What the tiny policy learns before it finds rhymes decides the demo. Measured 2026-12-02 on
 # an AMD EPYC, 3 seeds each: with the reward's default relevance_weight (0.3), and with 0.1,
@@ -63,6 +69,7 @@ def demo_spec(
             "lora": None,
             "learning_rate": DEMO_LEARNING_RATE,
             "lr_scheduler": "linear",
+            "warmup_steps": int(steps * DEMO_WARMUP_SHARE) or None,
             "steps": steps,
             "batch_size": 32,
             "num_generations": 8,
