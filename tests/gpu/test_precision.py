@@ -156,29 +156,31 @@ def test_a_full_fine_tunes_grpo_reference_is_held_in_bf16_beside_fp32_masters(tm
     job.reporter.close()
 
 
-def test_a_full_fine_tunes_dpo_reference_is_held_in_bf16(tmp_path):
+def dpo_job(tmp_path, device: Device, **algorithm):
+    """A job for a full-fine-tune DPO run of the tiny model on 12 preference pairs."""
     from posttrain.data import preference_gym
     from posttrain.data.dataset import prepare
-    from posttrain.gpu.dpo_trainer import dpo_trainer
 
     data = preference_gym.write(tmp_path, n=12)
-    spec = load_spec(
-        {
-            "dataset": {"path": str(data)},
-            "algorithm": {
-                "kind": "dpo",
-                "steps": 1,
-                "lora": None,
-                "batch_size": 2,
-                "max_prompt_length": 64,
-                "max_completion_length": 32,
-                "save_every": 0,
-                "traces": {"every": 0, "samples": 0},
-            },
-        }
-    )
-    rows = prepare(spec.dataset, "pairs").train
-    job = job_for(spec, CPU_AUTOCAST, tmp_path / "run", rows)
+    settings = {
+        "kind": "dpo",
+        "steps": 1,
+        "lora": None,
+        "batch_size": 2,
+        "max_prompt_length": 64,
+        "max_completion_length": 32,
+        "save_every": 0,
+        "traces": {"every": 0, "samples": 0},
+        **algorithm,
+    }
+    spec = load_spec({"dataset": {"path": str(data)}, "algorithm": settings})
+    return job_for(spec, device, tmp_path / "run", prepare(spec.dataset, "pairs").train)
+
+
+def test_a_full_fine_tunes_dpo_reference_is_held_in_bf16(tmp_path):
+    from posttrain.gpu.dpo_trainer import dpo_trainer
+
+    job = dpo_job(tmp_path, CPU_AUTOCAST)
     trainer = dpo_trainer(job, proof=False)
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
     assert {p.dtype for p in trainer.ref_model.parameters()} == {torch.bfloat16}

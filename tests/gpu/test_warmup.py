@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from posttrain.core.errors import ConfigError
+from posttrain.gpu.models import Device
 from posttrain.gpu.phases import train_phase
-from posttrain.spec.schema import load_spec
-from tests.gpu.test_precision import job_for, layer_weights, tiny_spec
+from tests.gpu.test_precision import dpo_job, job_for, layer_weights, tiny_spec
 
 pytestmark = pytest.mark.slow
-CPU = job_for.__globals__["Device"](cuda=False, bf16=False, name="cpu")
+CPU = Device(cuda=False, bf16=False, name="cpu")
 LR = 1e-3
 UNEVEN = """
 def uneven(completions, **columns):  # differs within a group of the untrained model's answers
@@ -39,29 +39,9 @@ def test_the_rate_rises_from_zero_over_the_warmup_then_holds(kind, tmp_path):
 
 
 def test_dpo_takes_the_same_schedule(tmp_path):
-    from posttrain.data import preference_gym
-    from posttrain.data.dataset import prepare
     from posttrain.gpu.dpo_trainer import dpo_trainer
 
-    data = preference_gym.write(tmp_path, n=12)
-    spec = load_spec(
-        {
-            "dataset": {"path": str(data)},
-            "algorithm": {
-                "kind": "dpo",
-                "steps": 4,
-                "warmup_steps": 3,
-                "lr_scheduler": "linear",
-                "lora": None,
-                "batch_size": 2,
-                "max_prompt_length": 64,
-                "max_completion_length": 32,
-                "save_every": 0,
-                "traces": {"every": 0, "samples": 0},
-            },
-        }
-    )
-    job = job_for(spec, CPU, tmp_path / "run", prepare(spec.dataset, "pairs").train)
+    job = dpo_job(tmp_path, CPU, steps=4, warmup_steps=3, lr_scheduler="linear")
     trainer = dpo_trainer(job, proof=False)
     job.reporter.close()
     assert (trainer.args.warmup_steps, trainer.args.lr_scheduler_type) == (3, "linear")
