@@ -19,6 +19,7 @@ from posttrain.runs.run_row import RunRow
 WINDOW = 10
 JUMP_STEPS = 20  # a rise from low to near the maximum within this many steps is a jump
 ZERO_STD_SHARE = 0.5
+EARLY_STEPS, EARLY_KL = 5, 1.0  # KL past 1 nat within the first 5 training steps
 END_WORD_SHARE = 0.4  # one word ending this share of lines
 RHYME_SHARE = 0.5  # one rhyme tail ending this share of lines
 HELDOUT_RISE = 0.1  # a training-reward rise worth comparing, as a share of the reward's range
@@ -65,6 +66,24 @@ def length_shift(metrics: list[dict[str, Any]], max_len: int | None) -> str | No
             f"ending"
         )
     return None
+
+
+def early_kl_leap(metrics: list[dict[str, Any]]) -> str | None:
+    """The policy left its start within its first steps (KL to the reference past
+    EARLY_KL): measured on the demo at lr 1e-3 with no warmup, KL 2.9-5.8 by step 4 on three
+    seeds, one of which never learned; 0.09 at most with a 25-step warmup (docs/demo.md)."""
+    early = [m for m in metrics if m.get("phase", "train") == "train"][:EARLY_STEPS]
+    leaps = [m for m in early if isinstance(m.get("kl"), int | float) and m["kl"] > EARLY_KL]
+    if not leaps:
+        return None
+    top = max(leaps, key=lambda m: m["kl"])
+    rate = top.get("learning_rate")
+    at_rate = f" at learning rate {rate:.3g}" if isinstance(rate, int | float) else ""
+    return (
+        f"the policy left its start at once: KL to the reference {top['kl']:.2f} by step "
+        f"{top['step']}{at_rate}; Adam's first steps move every weight by about the rate, "
+        f"so set algorithm.warmup_steps (a tenth of the steps) or lower algorithm.learning_rate"
+    )
 
 
 def zero_variance(metrics: list[dict[str, Any]]) -> str | None:
@@ -189,6 +208,7 @@ def warnings(
         reward_jump(metrics, reward_top),
         length_shift(metrics, max_completion_length),
         zero_variance(metrics),
+        early_kl_leap(metrics),
         repeated_end_words(latest_completions),
         heldout_stalls(metrics, heldout or [], reward_span),
         chosen_likelihood_falls(metrics),
