@@ -81,11 +81,8 @@ def compare(
     arms: list[tuple[str, dict[str, Any], EvalResult]],
     metric: str = "reward",
     goal: str = "maximize",
-    seed: int = 0,
 ) -> ExperimentResult:
-    """Rank the arms (name, overrides, the arm's evaluation) and test the best's lead.
-    `seed` is kept for callers: nothing is drawn at random."""
-    del seed
+    """Rank the arms (name, overrides, the arm's evaluation) and test the best's lead."""
     import numpy as np
 
     if len(arms) < 2:

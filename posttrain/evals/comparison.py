@@ -127,7 +127,7 @@ def compare_scores(
             replicates=len(cell),
             tasks=len(full[arm] & full[base]),
             samples=sum(len(v) for rep in cell.values() for v in rep.values()),
-            mean=_mean(_matrix(cell, shared)) if shared else math.nan,
+            mean=float(_matrix(cell, shared).mean()) if shared else math.nan,
             verdict="baseline",
         )
         if arm != base:
@@ -278,10 +278,6 @@ def _matrix(replicates: dict[str, dict[Any, list[float]]], tasks: list[Any]) -> 
     return np.array(
         [[sum(rep[t]) / len(rep[t]) for t in tasks] for rep in replicates.values()], dtype=float
     )
-
-
-def _mean(matrix: Any) -> float:
-    return float(matrix.mean())
 
 
 def read_scores(path: Any) -> tuple[list[Any], list[int]]:

@@ -255,7 +255,6 @@ def evaluate_runs(
             [kept(p[name]) for p in passes],
             [kept(b[name]) for b in base_by_seed],
             [kept(t[name]) for t in trained_by_seed],
-            seed=seed,
             optimised=optimised,
             higher_is_better=higher,
         )
@@ -274,7 +273,7 @@ def evaluate_runs(
             unoptimised.insert(0, judge_result)
     mine = [result(m.label, optimised=False) for m in named]
     rewarded = reward is not None or episodic
-    metrics, own = _by_kind(metrics, outs, tasks, seed, rewarded, mine, warnings)
+    metrics, own = _by_kind(metrics, outs, tasks, rewarded, mine, warnings)
     unoptimised = [*own, *mine, *unoptimised]  # the kind's, the user's, then the rest
     for m in metrics + unoptimised:
         if m.degenerate:
@@ -362,7 +361,6 @@ def _by_kind(
     metrics: list[MetricResult],
     outs: list[dict[str, Any]],
     tasks: list[dict[str, Any]],
-    seed: int,
     rewarded: bool,
     mine: list[MetricResult],
     warnings: list[str],
@@ -371,11 +369,11 @@ def _by_kind(
     DPO's preference accuracy (margin beside it), KTO's feedback likelihood, a reward's
     metrics; with neither, SFT's (or distillation's) reference_nll. Where not even that can
     be measured, the first of the user's eval.metrics (taken from `mine`) is the headline."""
-    nll = _nll_metric(outs, seed)
+    nll = _nll_metric(outs)
     nlls = [nll] if nll is not None else []
-    preference = _preference_metrics(outs, seed)
+    preference = _preference_metrics(outs)
     labels = [bool(t["label"]) for t in tasks] if any(o.get("logliks") for o in outs) else []
-    feedback = feedback_metrics(outs, labels, seed) if labels else None
+    feedback = feedback_metrics(outs, labels) if labels else None
     if preference is not None:  # DPO: does the model prefer the held-out chosen answers?
         accuracy, margin = preference
         return [accuracy], [margin, *nlls]
@@ -513,7 +511,7 @@ def _feedback(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _preference_metrics(
-    outs: list[dict[str, Any]], seed: int
+    outs: list[dict[str, Any]],
 ) -> tuple[MetricResult, MetricResult] | None:
     """Held-out preference accuracy (the share of pairs whose chosen answer the model finds
     likelier than the rejected one, summed over tokens as DPO compares them) and the mean
@@ -533,7 +531,6 @@ def _preference_metrics(
             [bases[0], bases[0]],
             bases,
             [of(o["margins"]["trained"], accuracy) for o in outs],
-            seed=seed,
             optimised=optimised,
         )
 
@@ -543,7 +540,7 @@ def _preference_metrics(
     )
 
 
-def _nll_metric(outs: list[dict[str, Any]], seed: int) -> MetricResult | None:
+def _nll_metric(outs: list[dict[str, Any]]) -> MetricResult | None:
     """reference_nll from each seed's arms: deterministic, so its base "passes" agree and its
     base passes agree; tasks without a reference are left out."""
     if any(o.get("nll") is None for o in outs):
@@ -562,7 +559,6 @@ def _nll_metric(outs: list[dict[str, Any]], seed: int) -> MetricResult | None:
         [bases[0], bases[0]],
         bases,
         [tasks_of(o["nll"]["trained"]) for o in outs],
-        seed=seed,
         optimised=False,
         higher_is_better=False,
     )

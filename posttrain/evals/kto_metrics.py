@@ -36,7 +36,7 @@ def signed_deltas(
 
 
 def feedback_metrics(
-    outs: list[dict[str, Any]], labels: Sequence[bool], seed: int
+    outs: list[dict[str, Any]], labels: Sequence[bool]
 ) -> list[MetricResult] | None:
     """The signed metric (optimised), then the desirable and undesirable rows' log-likelihood
     apart, base against trained, paired by row. `outs`: each training seed's arms, each with
@@ -57,7 +57,6 @@ def feedback_metrics(
             [bases[0], bases[0]],
             bases,
             [tasks(o["logliks"]["trained"], keep, sign) for o in outs],
-            seed=seed,
             optimised=opt,
             higher_is_better=higher,
         )

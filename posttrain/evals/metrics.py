@@ -88,7 +88,6 @@ def metric_result(
     base_by_seed: list[list[list[float]]],
     trained_by_seed: list[list[list[float]]],
     *,
-    seed: int = 0,
     optimised: bool = True,
     higher_is_better: bool = True,
 ) -> MetricResult:
@@ -96,9 +95,7 @@ def metric_result(
     base_by_seed, trained_by_seed: [seed][task][sample]. With one base for every seed, the
     seeds (the arm's replicates) are compared with the base's passes; with a base of each
     seed's own (its own warm-start), each seed's trained pass minus its own base. Either way
-    through `posttrain.evals.paired`, the one comparison every verdict uses. `seed` is kept
-    for callers; the interval draws nothing at random."""
-    del seed
+    through `posttrain.evals.paired`, the one comparison every verdict uses."""
     import numpy as np
 
     base = np.array([_task_means(p) for p in base_passes])

@@ -259,7 +259,6 @@ def _run_experiment(
         evaluated,
         metric=name,
         goal=metric.get("goal", "maximize"),
-        seed=plan.seed,
     )
     if passes.shared_with:
         compared.warnings.insert(

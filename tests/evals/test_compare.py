@@ -20,9 +20,7 @@ def arm(name, base, seeds, prompts=None, spread=0.01):
     seed's trained value per task."""
     tasks = lambda values: [[v] for v in values]  # noqa: E731
     passes = [tasks(base), tasks([b + spread for b in base]), tasks([b - spread for b in base])]
-    m = metric_result(
-        "reward", passes, [tasks(base)] * len(seeds), [tasks(s) for s in seeds], seed=0
-    )
+    m = metric_result("reward", passes, [tasks(base)] * len(seeds), [tasks(s) for s in seeds])
     return (
         name,
         {"algorithm.learning_rate": name},

@@ -34,7 +34,7 @@ def test_the_signed_delta_is_negative_when_training_moves_against_the_raters():
 
 def test_a_trained_arm_that_follows_the_feedback_is_improved_on_every_view():
     base, trained = arms(shift_up=0.4, shift_down=-0.4)
-    found = feedback_metrics([{"logliks": {"base": base, "trained": trained}}], LABELS, seed=0)
+    found = feedback_metrics([{"logliks": {"base": base, "trained": trained}}], LABELS)
     by_name = {m.name: m for m in found}
     headline = by_name[SIGNED]
     assert headline.optimised and headline.higher_is_better
@@ -50,9 +50,7 @@ def test_an_arm_that_lifts_every_answer_alike_is_not_called_a_gain():
     """A model that finds every answer likelier (say, shorter answers everywhere) moves 👍 up
     and 👎 up by the same amount: the signed metric nets out near zero."""
     base, trained = arms(shift_up=0.4, shift_down=0.4)
-    [headline, *_] = feedback_metrics(
-        [{"logliks": {"base": base, "trained": trained}}], LABELS, seed=0
-    )
+    [headline, *_] = feedback_metrics([{"logliks": {"base": base, "trained": trained}}], LABELS)
     assert headline.ci_low < 0 < headline.ci_high
     assert "improved" not in headline.verdict
 
@@ -61,6 +59,6 @@ def test_seeds_pair_with_the_first_base_and_arms_without_logliks_give_none():
     base, trained = arms(0.4, -0.4)
     outs = [{"logliks": {"base": base, "trained": trained}},
             {"logliks": {"base": None, "trained": trained}}]  # fmt: skip
-    [headline, *_] = feedback_metrics(outs, LABELS, seed=0)
+    [headline, *_] = feedback_metrics(outs, LABELS)
     assert headline.seeds == 2
-    assert feedback_metrics([{"logliks": None}], LABELS, seed=0) is None
+    assert feedback_metrics([{"logliks": None}], LABELS) is None

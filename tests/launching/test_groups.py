@@ -28,7 +28,7 @@ def test_three_seeds_that_agree_prove_a_gain_and_drop_the_seed_caveat():
     base = tasks([0.2] * n)
     passes = [tasks([0.2] * n), tasks([0.21] * n), tasks([0.19] * n)]
     trained = [tasks([0.5] * n), tasks([0.55] * n), tasks([0.6] * n)]
-    m = metric_result("rhyme", passes, [base] * 3, trained, seed=0)
+    m = metric_result("rhyme", passes, [base] * 3, trained)
     assert m.seed_deltas == pytest.approx([0.3, 0.35, 0.4])
     assert m.delta == pytest.approx(0.35)
     # every task moved alike: the uncertainty is the seeds' (sd 0.05) and the passes' (0.01)
@@ -46,7 +46,7 @@ def test_seeds_that_disagree_are_training_noise_not_a_gain():
     base = tasks([0.2] * n)
     passes = [base, base, base]
     trained = [tasks([0.9] * n), tasks([0.2] * n), tasks([-0.3] * n)]  # +0.7, 0, -0.5
-    m = metric_result("rhyme", passes, [base] * 3, trained, seed=0)
+    m = metric_result("rhyme", passes, [base] * 3, trained)
     assert m.delta == pytest.approx(0.2 / 3)
     assert m.ci_low < 0 < m.delta  # the seeds' spread swallows the mean delta
     assert m.verdict == "within_noise"
@@ -55,10 +55,10 @@ def test_seeds_that_disagree_are_training_noise_not_a_gain():
 def test_two_seeds_are_counted_by_their_spread_and_one_is_said_unmeasured():
     n = 60
     base, passes = tasks([0.2] * n), [tasks([0.2] * n), tasks([0.2] * n)]
-    one = metric_result("rhyme", passes, [base], [tasks([0.5] * n)], seed=0)
+    one = metric_result("rhyme", passes, [base], [tasks([0.5] * n)])
     close = [tasks([0.5] * n), tasks([0.51] * n)]  # deltas 0.30, 0.31: t(0.975, 1) = 12.71
-    two = metric_result("rhyme", passes, [base] * 2, close, seed=0)
-    apart = metric_result("rhyme", passes, [base] * 2, [tasks([0.5] * n), tasks([0.6] * n)], seed=0)
+    two = metric_result("rhyme", passes, [base] * 2, close)
+    apart = metric_result("rhyme", passes, [base] * 2, [tasks([0.5] * n), tasks([0.6] * n)])
     assert one.verdict == "unproven: improved (one training seed)"
     assert two.verdict == "improved"  # 0.305 +- 12.71 x 0.005
     assert apart.df == pytest.approx(1) and apart.se == pytest.approx(0.05)
@@ -74,7 +74,6 @@ def test_reference_nll_is_better_lower_and_a_rise_qualifies_the_headline():
         [base, base],
         [base] * 3,
         [tasks([2.5] * n)] * 3,
-        seed=0,
         optimised=False,
         higher_is_better=False,
     )
@@ -84,7 +83,6 @@ def test_reference_nll_is_better_lower_and_a_rise_qualifies_the_headline():
         [base, base],
         [base] * 3,
         [tasks([1.5] * n)] * 3,
-        seed=0,
         optimised=False,
         higher_is_better=False,
     )
@@ -172,7 +170,6 @@ def test_a_regression_is_named_by_the_same_rule_for_one_run_and_for_a_group():
         [base, base],
         [base],
         [tasks([2.5] * n)],
-        seed=0,
         optimised=False,
         higher_is_better=False,
     )
@@ -184,7 +181,6 @@ def test_a_regression_is_named_by_the_same_rule_for_one_run_and_for_a_group():
         [base, base],
         [base] * 3,
         [tasks([2.1] * n), tasks([2.9] * n), tasks([2.5] * n)],
-        seed=0,
         optimised=False,
         higher_is_better=False,
     )
