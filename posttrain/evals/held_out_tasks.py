@@ -9,6 +9,7 @@ the metrics read) travel in evaluate's job, so the container never needs the fil
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,18 @@ def check_eval_terms(spec: Any, peek: int = PEEK_ROWS) -> None:
             return
         rows = algorithm_of(spec).shape(spec.dataset, raw)
     check_columns(named_metrics(spec), rows, f"eval.path '{path}'" if path else "the data's rows")
+
+
+def held_out_file_digest(spec: Any) -> str | None:
+    """The sha256 of eval.path's bytes (None without one, or while it is missing: reading it
+    says so): an evaluation of the same run on an edited file is another evaluation."""
+    path = spec.eval.path if spec.eval is not None else None
+    if not path:
+        return None
+    resolved = confine(path, "eval.path")
+    if not resolved.is_file():
+        return None
+    return hashlib.sha256(resolved.read_bytes()).hexdigest()
 
 
 def _user_rows(path: str, spec: Any, limit: int | None = None) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.core.errors import ConfigError
+from posttrain.evals.held_out_tasks import held_out_file_digest
 from posttrain.launching.groups import group_runs
 from posttrain.pricing.eval_cost import eval_cost
 from posttrain.reports.run_models import id_kind
@@ -71,8 +72,16 @@ def resolve_evaluation(
         threshold=threshold,
         seed=seed,
         judge=dict(chosen) if chosen is not None else None,
+        held_out_files=held_out_digests(runs),
         cost=eval_cost(runs, chosen, k, base_passes, max_tasks),
     )
+
+
+def held_out_digests(runs: list[EvalRun]) -> list[str]:
+    """The sha256 of each eval.path file the runs' specs name, as they are now: a plan made
+    before one was edited is stale (the server's plan cache asks)."""
+    specs = [load_spec(run.path / SPEC) for run in runs]
+    return sorted({d for spec in specs if (d := held_out_file_digest(spec)) is not None})
 
 
 def named_runs(ctx: Any, some_id: str) -> tuple[Names, list[RunRow]]:

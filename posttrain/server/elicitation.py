@@ -53,13 +53,16 @@ class PlanCache:
         self._plans: dict[str, tuple[float, Any]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Any, make: Callable[[], T]) -> T:
+    def get(self, key: Any, make: Callable[[], T], fresh: Callable[[T], bool] | None = None) -> T:
+        """The plan of these arguments made in the last TTL_S, unless `fresh(plan)` says what
+        it read has changed since (an edited held-out file); else a new one."""
         text = json.dumps(key, sort_keys=True, default=str)
         now = time.time()
         with self._lock:
             found = self._plans.get(text)
-            if found is not None and now - found[0] < self.TTL_S:
-                return found[1]
+        recent = found is not None and now - found[0] < self.TTL_S
+        if recent and (fresh is None or fresh(found[1])):
+            return found[1]
         value = make()
         with self._lock:
             self._plans[text] = (now, value)

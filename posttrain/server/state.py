@@ -63,6 +63,7 @@ class ServerState:
     ) -> Any:
         """The evaluation's plan, resolved once per call: the approval resolver and the tool
         body read the same plan (the human approves what runs)."""
+        from posttrain.launching.resolve_eval import held_out_digests
         from posttrain.tools.evaluate import plan_evaluation
 
         return self.plans.get(
@@ -70,6 +71,7 @@ class ServerState:
             lambda: plan_evaluation(
                 run_id, k, base_passes, max_tasks, ctx=self.run_ctx, judge=judge, roots=self.roots
             ),
+            fresh=lambda plan: held_out_digests(plan.runs) == plan.held_out_files,
         )
 
     def smoke_plan_of(self, spec: SpecArg, steps: int, backend: str) -> Any:

@@ -83,6 +83,11 @@ class EvalPlan(BaseModel):
         description="The judge of the un-optimised metric, checked (its rubric read): "
         "evaluate's judge, else the spec's eval.judge; None: no judge.",
     )
+    held_out_files: list[str] = Field(
+        default_factory=list,
+        description="The sha256 of each eval.path file its runs' specs name: an edited file "
+        "is another evaluation, never the job that read the old one.",
+    )
     cost: EvalCost
     approved_by: str | None = Field(
         None, description="Who approved its price (free, policy, token, human); None: not yet."
@@ -98,6 +103,8 @@ class EvalPlan(BaseModel):
             "threshold": self.threshold,
             "seed": self.seed,
             "judge": self.judge,  # another judge is another evaluation (another job)
+            # another held-out file is another job; absent (the keys of jobs before) when none
+            **({"held_out_files": self.held_out_files} if self.held_out_files else {}),
         }
 
     def spend_id(self) -> str:
@@ -106,6 +113,9 @@ class EvalPlan(BaseModel):
         if self.cost.judge:  # another judge is another spend
             said = json.dumps(self.judge, sort_keys=True, default=str)
             spend += f":judge:{hashlib.sha256(said.encode()).hexdigest()[:12]}"
+        if self.held_out_files:  # an edited held-out file is another spend, approved anew
+            files = ",".join(self.held_out_files)
+            spend += f":heldout:{hashlib.sha256(files.encode()).hexdigest()[:12]}"
         return spend
 
     def arms(self) -> dict[str, list[EvalRun]]:

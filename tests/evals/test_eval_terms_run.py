@@ -64,7 +64,14 @@ async def call(client: Client, tool: str, args: dict) -> dict:
 
 async def evaluated(client: Client, args: dict) -> dict:
     """evaluate over MCP, its detached job polled until it ends: the evaluation."""
+    return (await evaluated_by(client, args))[1]
+
+
+async def evaluated_by(client: Client, args: dict) -> tuple[str, dict]:
+    """evaluate over MCP: the job that answered, and its evaluation once it ends."""
     started = await call(client, "evaluate", args)
+    if started["status"] == "done":  # the same request's job had ended: its evaluation
+        return started["job_id"], started["result"]
     assert started["status"] == "started", started
 
     def ended() -> dict | None:
@@ -73,7 +80,7 @@ async def evaluated(client: Client, args: dict) -> dict:
 
     done = await asyncio.to_thread(wait_for, ended, 300, 1.0)
     assert done["status"] == "succeeded", done["error"]
-    return done["result"]["result"]
+    return started["job_id"], done["result"]["result"]
 
 
 async def _job(job_id: str) -> dict:
@@ -119,3 +126,51 @@ def test_an_sft_spec_is_evaluated_on_the_users_file_with_the_metric_it_names_ove
     assert [e["path"] for e in listed] == [first["path"], second["path"]]
     assert [e["tasks_used"] for e in listed] == [first["tasks_used"], second["tasks_used"]]
     assert detail["evaluation"]["verdict"] == second["verdict"]  # the latest
+
+
+def test_the_same_request_after_the_held_out_file_changed_is_a_new_evaluation_of_the_new_file(
+    sft_run, monkeypatch
+):
+    home, run_id = sft_run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    monkeypatch.chdir(home)
+    held = home / "held_out.jsonl"
+    kept = held.read_text()
+    args = {"run_id": run_id, "k": 1, "base_passes": 2, "max_tasks": 58}
+
+    async def main():
+        async with Client(build_server(), mode="legacy") as client:
+            before = await evaluated_by(client, args)
+            again = await evaluated_by(client, args)  # unchanged: the stored job answers
+            held.write_text("".join(json.dumps(r) + "\n" for r in HELD[:50]))  # edited
+            edited = await evaluated_by(client, args)
+            return before, again, edited
+
+    try:
+        (job, first), (same_job, _), (new_job, second) = asyncio.run(main())
+    finally:
+        held.write_text(kept)
+    assert same_job == job
+    assert new_job != job
+    assert (first["held_out"]["rows"], second["held_out"]["rows"]) == (61, 50)
+
+
+def test_an_edited_held_out_file_is_another_spend_and_another_request(sft_run, monkeypatch):
+    """On Modal an evaluation is approved by its spend: a token for the old file's is not
+    one for the edited file's."""
+    from posttrain.tools.evaluate import plan_evaluation
+
+    home, run_id = sft_run
+    monkeypatch.setenv("POSTTRAIN_HOME", str(home))
+    monkeypatch.chdir(home)
+    held = home / "held_out.jsonl"
+    kept = held.read_text()
+    before = plan_evaluation(run_id, k=1, base_passes=2, max_tasks=58)
+    try:
+        held.write_text(kept + json.dumps(HELD[0]) + "\n")
+        after = plan_evaluation(run_id, k=1, base_passes=2, max_tasks=58)
+    finally:
+        held.write_text(kept)
+    assert len(before.held_out_files) == len(after.held_out_files) == 1
+    assert before.spend_id() != after.spend_id() and ":heldout:" in after.spend_id()
+    assert before.request() != after.request()
