@@ -7,9 +7,11 @@ lifespan context); `state_of(ctx)` is how one reaches the state of the server it
 
 # No "from __future__ import annotations": MCP reads the tool signatures at runtime.
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -44,6 +46,14 @@ class ServerState:
         """The server's lifespan: each request's `lifespan_context` is this state."""
         yield self
 
+    def source_digest(self, source: dict[str, Any] | str) -> str | None:
+        """A spec file's bytes, hashed (None for a spec given inline): the plan of a file
+        edited since is another plan."""
+        path = confine_spec_source(source, self.roots)
+        if isinstance(path, str) and Path(path).is_file():
+            return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return None
+
     def spec_of(self, source: dict[str, Any] | str) -> Any:
         return load_spec(confine_spec_source(source, self.roots), self.roots)
 
@@ -52,7 +62,7 @@ class ServerState:
         resolved once per call: the approval resolver and the tool body read the same plan
         (the human approves what starts)."""
         return self.plans.get(
-            ("launch", spec, key, seeds),
+            ("launch", spec, self.source_digest(spec), key, seeds),
             lambda: resolve_launch(
                 confine_spec_source(spec, self.roots), seeds, self.run_ctx, key, self.roots
             ),
@@ -76,7 +86,7 @@ class ServerState:
 
     def smoke_plan_of(self, spec: SpecArg, steps: int, backend: str) -> Any:
         return self.plans.get(
-            ("smoke", spec, steps, backend),
+            ("smoke", spec, self.source_digest(spec), steps, backend),
             lambda: smoke_resolve_any(
                 confine_spec_source(spec, self.roots), steps, backend, self.run_ctx, self.roots
             ),

@@ -182,3 +182,30 @@ def test_two_launches_racing_for_the_budget_cannot_pass_the_daily_cap_together(h
         t.join()
     assert sorted(outcomes) == ["BudgetError", "BudgetError", "started"]
     assert len(backend.started) == 1
+
+
+def test_a_spec_file_edited_between_two_asks_is_priced_as_it_is_now(paid, tmp_path, monkeypatch):
+    """The server keeps a call's plan for a few seconds (its approval and its body read one
+    plan): a spec file edited since is another plan, priced and approved anew."""
+    import json
+
+    ctx, backend = paid
+    monkeypatch.chdir(tmp_path)
+    spec_file = tmp_path / "spec.json"
+
+    def write(steps):
+        spec_file.write_text(json.dumps({**PAID, "algorithm": {"steps": steps}}))
+
+    async def main():
+        async with Client(build_server(ctx), mode="legacy") as client:
+            write(100)
+            short = await client.call_tool("launch", {"spec": "spec.json"})
+            write(1000)
+            long = await client.call_tool("launch", {"spec": "spec.json"})
+            return short.structured_content, long.structured_content
+
+    short, long = asyncio.run(main())
+    assert short["status"] == long["status"] == "needs_confirmation"
+    assert long["cost"]["run_usd"] > 5 * short["cost"]["run_usd"]
+    assert short["confirmation_token"] != long["confirmation_token"]
+    assert backend.started == []
