@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,11 @@ from posttrain.spec.schema import RunSpec
 APP_NAME, TRAIN_FUNCTION, GENERATE_FUNCTION = "posttrain", "train_run", "generate"
 RUNS_VOLUME, RUNS_MOUNT = "posttrain-runs", "/runs"
 SYNC_EVERY_S = 5.0  # at most one Volume read per run per this many seconds
+# Trace files read from the Volume in one poll, at most this long (one file at least): a run
+# traced every step has hundreds, one read each, and a poll must answer. The events mirrored
+# stop before the first trace not yet read, so the index reads every trace with its file.
+TRACE_READS_S = 5.0
+TRACE_READERS = 8  # trace files read at once
 DEPLOY_CHECK_EVERY_S = 60.0  # the deployed app's tags, read at most this often
 # A call with no start of posttrain's code this long after its spawn is cancelled (a GPU queue,
 # or a container that dies before posttrain runs: Modal restarts those forever).
@@ -243,6 +249,7 @@ class ModalBackend:
             events = b"".join(volume.read_file(f"{remote}/{EVENTS}"))
         except FileNotFoundError:  # what the SDK raises for a missing file (modal/volume.py)
             return False  # the container has not committed anything yet
+        events = _with_traces(volume, remote, run_dir, events, None if force else TRACE_READS_S)
         local = run_dir / EVENTS
         current = local.stat().st_size if local.exists() else 0
         grew = len(events) > current
@@ -253,18 +260,6 @@ class ModalBackend:
         if not (run_dir / HOLDOUT).exists():  # written once, at the start: evaluate reads it
             with contextlib.suppress(FileNotFoundError):
                 (run_dir / HOLDOUT).write_bytes(b"".join(volume.read_file(f"{remote}/{HOLDOUT}")))
-        try:
-            entries = volume.listdir(f"{remote}/traces")
-        except self.sdk.exception.NotFoundError:
-            entries = []
-        for entry in entries:
-            name = Path(entry.path).name
-            target = run_dir / "traces" / name
-            if name.endswith(".jsonl") and not name.startswith(".") and not target.exists():
-                target.parent.mkdir(exist_ok=True)
-                with contextlib.suppress(FileNotFoundError):  # listed, then gone: next time
-                    data = b"".join(volume.read_file(f"{remote}/traces/{name}"))
-                    target.write_bytes(data)
         return grew
 
     def _call(self, run_dir: Path) -> Any:
@@ -489,6 +484,54 @@ class ModalBackend:
             target.write_bytes(b"".join(volume.read_file(f"{remote}/{rel}")))
             written.append(target)
         return written
+
+
+def _with_traces(
+    volume: Any, remote: str, run_dir: Path, events: bytes, budget_s: float | None
+) -> bytes:
+    """Copy the trace files the events name that this machine lacks, in the events' order,
+    TRACE_READERS at a time (each read is a round trip), for at most budget_s (None: all of
+    them); the events up to the first trace not copied."""
+    missing: list[tuple[int, str]] = []  # (where its event starts, its file's name)
+    position = 0
+    for line in events.splitlines(keepends=True):
+        name = _trace_name(line)
+        if name and not (run_dir / "traces" / name).exists():
+            missing.append((position, name))
+        position += len(line)
+    if not missing:
+        return events
+    (run_dir / "traces").mkdir(exist_ok=True)
+
+    def copy(name: str) -> None:
+        target = run_dir / "traces" / name
+        part = target.with_name(f".{name}.part")  # whole or not at all
+        with contextlib.suppress(FileNotFoundError):  # named, not committed: none to read
+            part.write_bytes(b"".join(volume.read_file(f"{remote}/traces/{name}")))
+            os.replace(part, target)
+
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    with ThreadPoolExecutor(TRACE_READERS) as pool:
+        for first in range(0, len(missing), TRACE_READERS):
+            if first and deadline is not None and time.monotonic() > deadline:
+                return events[: missing[first][0]]  # the rest on the next poll
+            list(pool.map(copy, [name for _, name in missing[first : first + TRACE_READERS]]))
+    return events
+
+
+def _trace_name(line: bytes) -> str | None:
+    """The file name of a trace event's `traces/NAME.jsonl`, or None for any other line."""
+    if b'"trace"' not in line or not line.endswith(b"\n"):
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    path = str(event.get("path", "")) if isinstance(event, dict) else ""
+    folder, _, name = path.partition("/")
+    if event.get("type") != "trace" or folder != "traces" or "/" in name:
+        return None
+    return name if name.endswith(".jsonl") and not name.startswith(".") else None
 
 
 def network_errors(errors: Any) -> tuple[type[BaseException], ...]:

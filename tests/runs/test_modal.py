@@ -242,6 +242,37 @@ def test_runs_are_reconciled_from_their_call_ids_after_a_restart(modal_fake, hom
     assert wait_finished(run_id, 30, fresh).status == "succeeded"
 
 
+def test_a_poll_reads_trace_files_for_its_time_budget_and_the_index_loses_none(
+    modal_fake, home, policy, monkeypatch
+):
+    """A run traced every step leaves a trace file per step on the Volume, one read each. A
+    poll reads them for at most its budget (here 0 s: one file) and mirrors the events only up
+    to the first trace it has not read, so a poll answers however far behind it is, and the
+    index never meets a trace event before its file. The run's end reads the rest."""
+    from posttrain.runs import modal_backend
+
+    monkeypatch.setattr(modal_backend, "TRACE_READS_S", 0.0)
+    monkeypatch.setattr(modal_backend, "TRACE_READERS", 1)
+    traced = {**MODAL["algorithm"], "steps": 6, "traces": {"every": 1, "samples": 2}}
+    run_id = launch({**MODAL, "algorithm": traced}).run_id
+    assert modal_fake.wait(call_of(home, run_id), 240)  # ended on the Volume, not yet read here
+    run_dir, backend, ctx = home / "runs" / run_id, ModalBackend(home / "runs"), Context()
+    for polls in range(1, 4):
+        assert backend.sync(run_dir, force=False)
+        backend._last_sync.clear()  # the next poll, without waiting its interval
+        assert sorted(p.name for p in (run_dir / "traces").iterdir()) == [
+            f"step_{s:04d}.jsonl" for s in range(1, polls + 1)
+        ]
+        events = list(iter_events(run_dir))
+        assert [e["step"] for e in events if e["type"] == "trace"] == list(range(1, polls + 1))
+        ctx.index.ingest(run_dir)
+        assert {t["step"] for t in ctx.index.traces(run_id)} == set(range(1, polls + 1))
+    detail = wait_finished(run_id, 60, ctx)  # the call has ended: its last poll reads it all
+    assert detail.status == "succeeded" and detail.step == 6
+    assert {t["step"] for t in ctx.index.traces(run_id)} == set(range(1, 7))
+    assert len(ctx.index.traces(run_id)) == 12  # 2 samples a step, none lost on the way
+
+
 def test_cancel_terminates_the_containers_and_says_so(modal_fake, home, policy):
     long_spec = {**MODAL, "algorithm": {**MODAL["algorithm"], "steps": 400}}
     run_id = launch(long_spec).run_id
