@@ -190,3 +190,34 @@ def stored_decision(run_dir: Path) -> dict[str, Any] | None:
     """The experiment's early-stop decision, as its runs keep it, or None."""
     path = run_dir / DECISION
     return read_json(path) if path.is_file() else None
+
+
+def standing(ctx: Context, run_ids: list[str]) -> dict[str, Any] | None:
+    """The experiment's early-stop decision; before one is made (`decided_at` None), why not
+    yet, or why never: every run ended before a poll found all arms past the checkpoint (it
+    is checked on polls, not by a process of its own). None without sweep.early_stop."""
+    first = ctx.root / run_ids[0]
+    if decision := stored_decision(first):
+        return decision
+    rule = read_json(first / RUN_META).get("early_stop")
+    if not rule:
+        return None
+    at, window = int(rule["at_step"]), int(rule["window"])
+    rows = [ctx.index.get(r) for r in run_ids]
+    if all(row is not None and row.is_final for row in rows):
+        reason = (
+            f"not applied: every run ended before a poll found each arm past step {at} "
+            f"(sweep.early_stop is checked on get_run and list_runs while the runs train)"
+        )
+    else:
+        reason = f"not decided yet: on the first poll after every arm passes step {at}"
+    return {
+        "experiment_id": read_json(first / RUN_META).get("group_id"),
+        "at_step": at,
+        "window": [at - window + 1, at],
+        "decided_at": None,
+        "reason": reason,
+        "stopped": [],
+        "runs_stopped": [],
+        "saved_usd": 0.0,
+    }

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from posttrain.core.errors import ConfigError
 from posttrain.evals.compare import stored_comparison
-from posttrain.launching.early_stop import stored_decision
+from posttrain.launching.early_stop import standing
 from posttrain.launching.groups import GroupPlan, group_runs, new_group_id
 from posttrain.launching.resolve import resolve
 from posttrain.launching.sweeps import checked, experiment_arms, ranked_metric
@@ -144,7 +144,8 @@ class ExperimentView(BaseModel):
     early_stop: dict[str, Any] | None = Field(
         None,
         description="sweep.early_stop's decision once made: the arms compared, the ones "
-        "stopped, the runs cancelled and the money saved (launching.early_stop).",
+        "stopped, the runs cancelled and the money saved (launching.early_stop); before, "
+        "`decided_at` null and a reason: not yet, or never (every run ended unpolled).",
     )
     comparison: dict[str, Any] | None = Field(
         None, description="The latest evaluate of the experiment (evals.compare), or None."
@@ -175,7 +176,7 @@ def experiment_view(experiment_id: str, ctx: Any) -> ExperimentView:
         experiment_id=experiment_id,
         arms=list(arms.values()),
         comparison=comparison,
-        early_stop=stored_decision(ctx.root / order[0]),
+        early_stop=standing(ctx, order),
     )
 
 

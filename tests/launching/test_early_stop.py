@@ -12,6 +12,7 @@ import pytest
 
 from posttrain.core.errors import ConfigError
 from posttrain.runs.context import Context
+from posttrain.runs.layout import has_result
 from posttrain.tools.experiments import experiment_view
 from posttrain.tools.launch import launch
 from posttrain.tools.plan import plan
@@ -39,7 +40,8 @@ def experiment(tmp_path, values: dict, steps: int = 300) -> dict:
 def decided(experiment_id: str, ctx: Context):
     def ready():
         list_runs(ctx=ctx)  # every poll checks the experiment, as any client's would
-        return experiment_view(experiment_id, ctx).early_stop
+        decision = experiment_view(experiment_id, ctx).early_stop
+        return decision if decision and decision["decided_at"] else None
 
     return wait_for(ready, timeout_s=300, every_s=0.5)
 
@@ -114,6 +116,27 @@ def test_arms_within_noise_of_each_other_all_go_on(home, tmp_path, monkeypatch):
     finally:
         cancel_run(started.group_id, grace_s=5, ctx=ctx)
         kill_leftover_runs(home)
+
+
+@pytest.mark.slow
+def test_an_experiment_whose_runs_all_end_unpolled_says_its_early_stop_was_not_applied(
+    home, tmp_path, monkeypatch
+):
+    """The early stop is checked on polls: runs that end before any poll find every arm past
+    the checkpoint were never compared, and the experiment says so instead of nothing."""
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "2")
+    ctx = Context()
+    spec = experiment(tmp_path, {"algorithm.max_completion_length": [16, 2]}, steps=6)
+    started = launch(spec, ctx=ctx)
+    said = experiment_view(started.group_id, ctx).early_stop
+    assert said["decided_at"] is None and said["window"] == [1, 4]
+    assert said["reason"].startswith("not decided yet: on the first poll after"), said
+    runs = [home / "runs" / r for r in started.run_ids]
+    wait_for(lambda: all(has_result(r) for r in runs), timeout_s=300)  # no poll meanwhile
+    said = experiment_view(started.group_id, ctx).early_stop
+    assert said["decided_at"] is None and said["stopped"] == [], said
+    assert said["reason"].startswith("not applied: every run ended before a poll"), said
+    assert "checked on get_run and list_runs" in said["reason"]
 
 
 @pytest.mark.slow
