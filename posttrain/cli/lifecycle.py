@@ -122,7 +122,8 @@ def render_arms(e: dict[str, Any]) -> None:
 
 @data_app.command("check")
 def data_check(spec: SpecArg, as_json: JsonFlag = False) -> None:
-    """Rows, rendered samples, token lengths, schema problems and holdout overlap."""
+    """Rows, rendered samples, token lengths, schema problems and holdout overlap (with
+    the spec's own held-out file, eval.path, as evaluate will read it)."""
     from posttrain.tools.data import check_dataset
 
     report = guarded(lambda: check_dataset(spec))
@@ -132,6 +133,13 @@ def data_check(spec: SpecArg, as_json: JsonFlag = False) -> None:
             f"{r['source']}: {r['rows_total']} rows, {r['rows_after_filters']} "
             f"after filters; {r['train_rows']} train, {r['holdout_rows']} held out"
         )
+        if held := r.get("eval_file"):
+            console.print(
+                f"eval.path {held['path']}: {held['rows']} rows, {held['clean']} never seen "
+                f"in training (what evaluate measures)",
+                highlight=False,
+                markup=False,
+            )
         console.print(f"tokenizer: {r['tokenizer']}")
         table = Table("tokens", "p50", "p90", "p99", "max")
         for name in ("prompt_tokens", "sequence_tokens", "reference_tokens"):

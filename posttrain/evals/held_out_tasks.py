@@ -64,25 +64,55 @@ def held_out(run_dir: Path, spec: Any, max_tasks: int) -> HeldOut:
     except Exception as exc:  # the training data may be unreachable here (a hub dataset)
         train = []
         warnings.append(f"decontamination skipped: the training rows could not be loaded ({exc})")
+    found = _decontaminated(rows, path, train, max_tasks)
+    if problem := too_few(found):
+        raise ConfigError(problem)
+    found.warnings[:0] = warnings
+    return found
+
+
+def eval_file_check(spec: Any, train: list[dict[str, Any]]) -> HeldOut | None:
+    """Before training (data check): eval.path's rows as evaluate will read them, against
+    these training rows; None without an eval.path. Its warnings say what decontamination
+    will drop; `too_few` says whether evaluate will refuse it."""
+    path = spec.eval.path if spec.eval is not None else None
+    if not path:
+        return None
+    rows = _user_rows(path, spec)
+    return _decontaminated(rows, path, train, len(rows))
+
+
+def too_few(found: HeldOut) -> str | None:
+    """Why evaluate refuses these tasks (fewer clean ones than any verdict needs), or None."""
+    if found.report.used >= stats.MIN_TASKS_ANY:
+        return None
+    path = found.report.path
+    where = f"eval.path '{path}'" if path else "the run's held-out rows"
+    fix = (
+        "add rows to the file that training never saw"
+        if path
+        else "raise dataset.holdout_share, or give a held-out file of your own (eval.path)"
+    )
+    dropped = found.report.rows - found.report.clean - found.report.dropped["duplicates"]
+    return (
+        f"only {found.report.used} clean held-out tasks remain in {where} (need at least "
+        f"{stats.MIN_TASKS_ANY}; {dropped} dropped as seen in training, "
+        f"{found.report.dropped['duplicates']} repeats); {fix}"
+    )
+
+
+def _decontaminated(
+    rows: list[dict[str, Any]], path: str | None, train: list[dict[str, Any]], max_tasks: int
+) -> HeldOut:
     clean = decontaminate(rows, train)
     tasks = clean.kept[:max_tasks]
     where = f"eval.path '{path}'" if path else "the run's held-out rows"
+    warnings = []
     if clean.dropped:
         warnings.append(
             f"dropped {clean.dropped} of {len(rows)} tasks of {where} seen in training (same "
             f"id {clean.same_id}, same text {clean.same_text}, 8-gram overlap "
             f"{clean.ngram_overlap}), e.g. {clean.examples[:2]}"
-        )
-    if len(tasks) < stats.MIN_TASKS_ANY:
-        fix = (
-            "add rows to the file that training never saw"
-            if path
-            else ("raise dataset.holdout_share, or give a held-out file of your own (eval.path)")
-        )
-        raise ConfigError(
-            f"only {len(tasks)} clean held-out tasks remain in {where} (need at least "
-            f"{stats.MIN_TASKS_ANY}; {clean.dropped} dropped as seen in training, "
-            f"{clean.duplicates} repeats); {fix}"
         )
     report = HeldOutReport(
         source="eval.path" if path else "run",

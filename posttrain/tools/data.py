@@ -2,7 +2,8 @@
 
 Row counts before and after filters, a few rows rendered through the model's own chat
 template, token-length percentiles, schema problems, and rows shared between training and
-the holdout (which would make any evaluation on the holdout flatter than the truth).
+the holdout (which would make any evaluation on the holdout flatter than the truth); a
+held-out file of the user's own (eval.path) is read as evaluate will read it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from posttrain.algorithms.kinds import algorithm_of
 from posttrain.core.sampling import spread
 from posttrain.data.dataset import source_rows
 from posttrain.data.toolcalls import as_text
+from posttrain.evals.held_out_tasks import HeldOutReport, eval_file_check, too_few
 from posttrain.gpu.sft_text import MARKS
 from posttrain.spec.schema import RunSpec, load_spec
 
@@ -56,6 +58,12 @@ class DatasetReport(BaseModel):
     problems: list[str] = Field(default_factory=list)
     holdout_overlap: int = Field(0, description="Held-out prompts that also appear in training.")
     overlap_examples: list[str] = Field(default_factory=list)
+    eval_file: HeldOutReport | None = Field(
+        None,
+        description="eval.path, read as evaluate will read it: its rows, the ones left once "
+        "those seen in training are dropped (by rule, with examples). Too few left, or any "
+        "dropped, is also a problem.",
+    )
     pairs: list[dict[str, Any]] = Field(
         default_factory=list,
         description="DPO: the sampled pairs as the trainer reads them (prompt once, chosen, "
@@ -119,7 +127,8 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
     data = algorithm.prepare(ds)
     tokenizer, tokenizer_name = load_tokenizer_for(spec)
     if algorithm.rows in ("pairs", "labelled"):
-        return _pretokenized_report(spec, raw, data, tokenizer, tokenizer_name, samples)
+        found = _pretokenized_report(spec, raw, data, tokenizer, tokenizer_name, samples)
+        return _with_eval_file(found, spec, data.train)
     kwargs = spec.model.template_kwargs()
     rows = data.train + data.holdout
     sft = None
@@ -189,7 +198,7 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
         shown, marked = [t.text for t in texts], [t.marked for t in texts]
     else:
         shown, marked = [render(r, True) for r in renderable[:samples]], []
-    return DatasetReport(
+    report = DatasetReport(
         **_counts(spec, raw, data),
         samples=shown,
         sample_ids=[r["id"] for r in renderable[:samples]],
@@ -201,6 +210,30 @@ def check_dataset(spec: RunSpec | dict[str, Any] | str, samples: int = SAMPLES) 
         reference_tokens=percentiles(ref_lengths) if ref_lengths else None,
         problems=problems,
     )
+    return _with_eval_file(report, spec, data.train)
+
+
+def _with_eval_file(
+    report: DatasetReport, spec: RunSpec, train: list[dict[str, Any]]
+) -> DatasetReport:
+    """The report, with the spec's eval.path read as evaluate will read it: what
+    decontamination will drop from it, and whether enough is left to judge by."""
+    found = eval_file_check(spec, train)
+    if found is None:
+        return report
+    held, problems = found.report, []
+    dropped = held.rows - held.clean - held.dropped["duplicates"]
+    if dropped:
+        d = held.dropped
+        problems.append(
+            f"evaluate will drop {dropped} of {held.rows} rows of eval.path '{held.path}' as "
+            f"seen in training (same id {d['same_id']}, same text {d['same_text']}, 8-gram "
+            f"overlap {d['ngram_overlap']}), e.g. {held.examples[:2]}: a held-out file "
+            f"measures only rows training never saw"
+        )
+    if refused := too_few(found):
+        problems.append(f"evaluate will refuse it: {refused}")
+    return report.model_copy(update={"eval_file": held, "problems": report.problems + problems})
 
 
 def _counts(spec: RunSpec, raw: list[dict[str, Any]], data: Any) -> dict[str, Any]:

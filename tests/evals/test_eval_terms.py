@@ -172,6 +172,23 @@ def test_a_held_out_file_without_the_training_columns_is_refused_naming_both(pro
     assert "give it the same columns" in said
 
 
+def test_a_held_out_file_training_mostly_saw_is_refused_saying_how_many_are_left(project):
+    spec = sft_spec("train.jsonl", path="seen.jsonl")
+    write(project / "seen.jsonl", [*TRAIN[:40], *HELD[:3]])  # 3 rows training never saw
+    validated = load_spec(spec)
+    trained = {r["id"] for r in algorithm_of(validated).prepare(validated.dataset).train}
+    seen = sum(r["id"] in trained for r in TRAIN[:40])  # the run holds 5% of its rows out
+    assert seen >= 37
+    run = run_dir(project, spec)
+    with pytest.raises(ConfigError) as refused:
+        evaluate_run(run, never, k=1, max_tasks=100)
+    said = str(refused.value)
+    left = 43 - seen
+    assert said.startswith(f"only {left} clean held-out tasks remain in eval.path 'seen.jsonl'")
+    assert f"(need at least 5; {seen} dropped as seen in training, 0 repeats)" in said
+    assert said.endswith("add rows to the file that training never saw")
+
+
 def test_a_held_out_file_gone_or_outside_the_allowed_folders_is_refused_by_its_field(
     project, tmp_path_factory, monkeypatch
 ):
