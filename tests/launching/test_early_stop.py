@@ -6,6 +6,8 @@ and on the Modal double, scored by a user's reward file that pays longer answers
 cut to 2 tokens, is behind from its first step)."""
 
 import json
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -115,6 +117,53 @@ def test_arms_within_noise_of_each_other_all_go_on(home, tmp_path, monkeypatch):
         assert {get_run(r, ctx=ctx).status for r in started.run_ids} == {"running"}
     finally:
         cancel_run(started.group_id, grace_s=5, ctx=ctx)
+        kill_leftover_runs(home)
+
+
+POLLER = """
+import json, sys, time
+from posttrain.tools.experiments import experiment_view
+from posttrain.tools.runs import list_runs
+from posttrain.runs.context import Context
+
+ctx, deadline = Context(), time.time() + 240
+while time.time() < deadline:
+    list_runs(ctx=ctx)
+    found = experiment_view(sys.argv[1], ctx).early_stop
+    if found and found["decided_at"]:
+        print(json.dumps(found))
+        break
+    time.sleep(0.2)
+"""
+
+
+@pytest.mark.slow
+def test_pollers_in_four_processes_make_one_decision_and_one_cancel(home, tmp_path, monkeypatch):
+    """The server, a CLI and a dashboard may all poll an experiment at once: one of them
+    decides, the others read its decision; the behind arm is cancelled and told so once."""
+    monkeypatch.setenv("POSTTRAIN_LOCAL_MAX_RUNS", "2")
+    started = launch(experiment(tmp_path, {"algorithm.max_completion_length": [16, 2]}))
+    try:
+        pollers = [
+            subprocess.Popen(
+                [sys.executable, "-c", POLLER, started.group_id], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(3)
+        ]
+        mine = decided(started.group_id, Context())
+        seen = [json.loads(p.communicate(timeout=300)[0]) for p in pollers]
+        assert all(s == mine for s in seen)  # one decision, read by all
+        short_run = started.run_ids[1]
+        assert mine["runs_stopped"] == [short_run]
+        events = [
+            json.loads(line)
+            for line in (home / "runs" / short_run / "events.jsonl").read_text().splitlines()
+        ]
+        said = [e for e in events if "stopped early" in str(e.get("message"))]
+        ended = [e for e in events if e["type"] == "result"]
+        assert len(said) == 1 and [e["status"] for e in ended] == ["cancelled"]
+    finally:
+        cancel_run(started.group_id, grace_s=5, ctx=Context())
         kill_leftover_runs(home)
 
 
