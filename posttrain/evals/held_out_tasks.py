@@ -41,7 +41,8 @@ class HeldOutReport(BaseModel):
     used: int = Field(description="Tasks measured (at most max_tasks).")
     dropped: dict[str, int] = Field(
         description="Rows dropped, by rule: a training row's id (same_id), its normalised text "
-        "(same_text), >= 80% of its word 8-grams (ngram_overlap); repeats merged (duplicates)."
+        "(same_text), >= 80% of its own word 8-grams, the template's left out (ngram_overlap); "
+        "repeats merged (duplicates)."
     )
     examples: list[str] = Field(default_factory=list, description="Prompts dropped, the first.")
 

@@ -2,6 +2,7 @@
 scipy or by simulation."""
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -72,3 +73,29 @@ def test_decontamination_drops_tasks_seen_in_training_and_merges_repeats():
     result = decontaminate(holdout, train)
     assert (result.same_id, result.same_text, result.ngram_overlap) == (1, 1, 1)
     assert result.duplicates == 1 and [r["id"] for r in result.kept] == ["e"]
+
+
+def test_a_long_template_around_new_questions_is_not_taken_for_training_text():
+    """40 words of instructions around a 6-word question: the template's 8-grams are in every
+    training row, so they are nobody's task. Measured before: every new question 85% "seen"."""
+    template = (
+        "You are a careful assistant that reads customer reviews for an online shop. Read the "
+        "review below and answer with exactly one word, positive or negative, with no "
+        "explanation and no punctuation at all please. Review: {}"
+    )
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(400)]
+
+    def row(i: int, question: str) -> dict:
+        return {"id": f"r{i}", "prompt_text": template.format(question)}
+
+    questions = [" ".join(rng.sample(words, 6)) for _ in range(60)]
+    train = [row(i, q) for i, q in enumerate(questions[:40])]
+    new = [row(100 + i, q) for i, q in enumerate(questions[40:])]
+    near = [row(200, questions[3] + " indeed"), row(201, questions[9] + " truly")]
+    result = decontaminate(new + near, train)
+    assert result.boilerplate > 20  # the template's 8-grams, shared by all 40 rows
+    assert [r["id"] for r in result.kept] == [r["id"] for r in new]
+    assert result.ngram_overlap == 2  # a training question with a word added is still seen
+    few = decontaminate(new + near, train[:2])  # 2 rows: too few to call anything a template
+    assert few.boilerplate == 0 and few.ngram_overlap == 22
