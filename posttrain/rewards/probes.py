@@ -11,6 +11,7 @@ field.
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -204,7 +205,12 @@ def run_probes(
             f"range instead (flagged at {weak_at:.2f}, half of it). Give honest answers in "
             f"the form you train for (--honest-column, e.g. verse) for a sharper check"
         )
-    leaks = sum(1 for r in data if r.reference.strip() and r.reference.strip() in r.prompt)
+    leaks, options = _leaks(data)
+    if options:
+        notes.append(
+            f"the prompts list every answer ({', '.join(options)}): a copy of the right one "
+            f"is the task, not a leak"
+        )
 
     results = []
     every_score = list(honest_scores.rewards) if honest_scores else []
@@ -293,6 +299,26 @@ def run_probes(
         families=chosen.run,
         families_not_run=chosen.not_run,
     )
+
+
+MAX_LABELS = 10  # distinct references this few, each in 2+ rows: a label set
+
+
+def _leaks(data: Sequence[Row]) -> tuple[int, list[str]]:
+    """The rows whose prompt holds their reference, and the label set when every such prompt
+    lists all the labels ("positive or negative: ...": the question names every answer, so
+    holding the right one tells nothing). A leak is a prompt that gives its answer away."""
+    refs = [r.reference.strip() for r in data]
+    holding = [r for r, ref in zip(data, refs, strict=True) if ref and ref in r.prompt]
+    labels = sorted(set(filter(None, refs)))
+    label_set = 2 <= len(labels) <= MAX_LABELS and len(refs) >= 2 * len(labels)
+    if holding and label_set and all(_names_all(r.prompt, labels) for r in holding):
+        return 0, labels
+    return len(holding), []
+
+
+def _names_all(prompt: str, labels: list[str]) -> bool:
+    return all(re.search(rf"(?<!\w){re.escape(label)}(?!\w)", prompt) for label in labels)
 
 
 def _judge(

@@ -134,7 +134,10 @@ def check_reward(
     chats = None
     if run_spec is not None:
         table = _prepared_rows(run_spec.dataset, rows)
-        prompt_column, reference_column = "prompt_text", reference_column or "reference"
+        prompt_column = "prompt_text"
+        if reference_column is None and any("reference" in r for r in table):
+            reference_column = "reference"  # the spec's reference column, as prepared
+        # none: the honest answers are the first column the reward reads (a label, a total)
     else:
         table = read_rows(str(data), limit=rows)
         if chats := chat_columns(table):  # a file of chats is read as the spec reads it
@@ -153,7 +156,12 @@ def check_reward(
     if reference_column and info and "reference_column" in info.parameters and not judged:
         # a composite reward (rhyme_relevance) routes it to the part that reads references
         params.setdefault("reference_column", reference_column)
-    if (spec is not None or chats) and info and "label_column" in info.parameters:
+    if (
+        (spec is not None or chats)
+        and reference_column
+        and info
+        and "label_column" in info.parameters
+    ):
         params.setdefault("label_column", reference_column)  # tool_call: the spec's reference
     job = {
         "reward": reward,

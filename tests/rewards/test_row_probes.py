@@ -138,3 +138,36 @@ def test_a_reward_needing_a_column_the_data_lacks_is_refused_naming_the_column(t
         RewardError, match=r"needs the dataset column\(s\) \['total'\], which the data lacks"
     ):
         check("last_number", "moods.jsonl", "message", "mood")
+
+
+def labelling_spec(template: str) -> dict:
+    return {
+        "model": "tiny-local",
+        "dataset": {"path": "moods.jsonl", "prompt_template": template},
+        "reward": {"name": "exact_label.py:score"},
+        "algorithm": {"kind": "grpo", "steps": 5},
+    }
+
+
+def test_a_spec_whose_prompts_list_every_label_is_checked_without_a_reference_column(task):
+    """The spec reads no reference column (the reward reads `mood`): the honest answers are
+    the reward's own column, and prompts that name every label give nothing away."""
+    options = "Is this message joyful, angry or calm? {message}"
+    report = check_reward(spec=labelling_spec(options))
+    assert report.honest.mean == 1.0  # the label itself, from the column the reward reads
+    assert report.flagged == []
+    assert any("the prompts list every answer (angry, calm, joyful)" in n for n in report.notes)
+    copy = next(p for p in report.probes if p.name == "reference_copy")
+    assert copy.mean == 1.0 and not copy.flagged
+
+
+def test_a_prompt_that_gives_its_own_label_away_is_still_a_leak(task):
+    rows = [json.loads(line) for line in (task / "moods.jsonl").read_text().splitlines()]
+    with open("told.jsonl", "w") as f:  # each prompt ends with its own answer, no others
+        f.writelines(
+            json.dumps({**r, "message": f"{r['message']} ({r['mood']})"}) + "\n" for r in rows
+        )
+    report = check("exact_label", "told.jsonl", "message", "mood")
+    assert "reference_copy" in report.flagged
+    copy = next(p for p in report.probes if p.name == "reference_copy")
+    assert copy.verdict.startswith("LEAK: 32 prompt(s) contain their reference")
