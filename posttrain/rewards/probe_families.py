@@ -153,7 +153,9 @@ def choose(
         if (rhymes and named is None) or "format" in wanted:  # verse's shapes, or named
             battery.add("format", FORMAT_PROBES)
         else:
-            battery.not_run["format"] = said if named is None else "not named"
+            battery.not_run["format"] = (
+                f"verse's shapes, run with rhyme: {said}" if named is None else "not named"
+            )
     if not tools:
         battery.not_run["tool"] = "no row's reference holds a tool call"
     if not reward.judged:
