@@ -117,13 +117,17 @@ def check_reward_signal(spec: RunSpec, data: Prepared, reward: Reward) -> None:
     references = [
         str(r.get("reference") or r.get(spec.dataset.reference_column or "") or "") for r in rows
     ]
+    answers = "references"
+    if not any(references) and reward.columns:  # no reference: the column the reward reads
+        column = reward.columns[0]  # (a label, a total), as reward check takes it
+        references, answers = [str(r.get(column) or "") for r in rows], f"its column '{column}'"
     values: list[float] = []
     for responses in (references, [r["prompt_text"] for r in rows], [""] * len(rows)):
         values += score_rows(reward, responses, rows).rewards
     degenerate = Distribution.of(values).degenerate
     if degenerate and spec.reward:
         raise ConfigError(
-            f"reward '{spec.reward.name}' is {degenerate} on references, echoed prompts and empty "
+            f"reward '{spec.reward.name}' is {degenerate} on {answers}, echoed prompts and empty "
             f"answers alike ({values[0]:.3f}): it probably reads the wrong field or ignores the "
             f"completion. Run `posttrain reward check` on the data before training"
         )

@@ -100,6 +100,7 @@ def decide(
         "arms": {},
         "stopped": [],
         "runs_stopped": [],
+        "finished_before_stop": [],
         "saved_usd": 0.0,
     }
     try:
@@ -126,18 +127,23 @@ def decide(
             run_dir = ctx.root / run_id
             if has_result(run_dir):
                 continue
-            _say(run_dir, arm, leader, at, _remaining_usd(rows[run_id], metas[run_id], run_dir))
             if _stop(ctx, run_dir, rows[run_id]):
                 # the steps it did not take: counted where it stopped, after the cancel's grace
                 saved = _remaining_usd(ctx.index.get(run_id), metas[run_id], run_dir)
+                _say(run_dir, arm, leader, at, saved)  # after the stop: a Modal mirror is final
+                ctx.index.ingest(run_dir)
                 decision["runs_stopped"].append(run_id)
                 decision["saved_usd"] = round(decision["saved_usd"] + saved, 4)
+            elif (row := ctx.index.get(run_id)) is not None and row.is_final:
+                decision["finished_before_stop"].append(run_id)  # its end not yet seen here
     decision["stopped"] = behind
     decision["reason"] = (
         f"stopped {', '.join(behind)}: beyond noise behind {leader} at step {at}"
         if behind
         else f"no arm is beyond noise behind {leader} at step {at}: every arm goes on"
     )
+    if ended := decision["finished_before_stop"]:
+        decision["reason"] += f"; {len(ended)} of its runs had already ended: nothing to stop"
     return _record(ctx, run_ids, decision)
 
 
@@ -170,14 +176,17 @@ def _say(run_dir: Path, arm: str, leader: str, at: int, saved: float) -> None:
 
 
 def _stop(ctx: Context, run_dir: Path, row: RunRow | None) -> bool:
-    """The normal cancel path: a queued run never starts; a live one is cancelled."""
+    """The normal cancel path: a queued run never starts; a live one is cancelled. True when
+    this cancelled it: a run whose end had not reached this machine yet (a Modal mirror a
+    few polls behind) may turn out to have finished on its own, and saved nothing."""
     try:
         if not cancel_held(run_dir) and row is not None:
             ctx.backend(row.backend_name).cancel(run_dir, grace_s=CANCEL_GRACE_S)
     except PosttrainError:
         return False  # not stopped now (Modal unreachable): the decision says so by omission
     ctx.index.ingest(run_dir, final=has_result(run_dir))
-    return has_result(run_dir)
+    after = ctx.index.get(run_dir.name)
+    return after is not None and after.status == "cancelled"
 
 
 def _record(ctx: Context, run_ids: list[str], decision: dict[str, Any]) -> dict[str, Any]:

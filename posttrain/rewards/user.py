@@ -2,9 +2,12 @@
 
     def my_reward(completions, **columns) -> list[float]: ...
 
-The function gets the completions as TRL would pass them (strings, or message lists for
-conversational data), the prompts, every dataset column by name, and the reward's parameters
-as keyword arguments. Its named parameters without defaults are the columns it needs.
+The function gets each completion as its text, wherever it runs: in training (where TRL
+passes a chat answer as a list of one assistant message), in `reward check` and in evaluate's
+metrics alike, so what the check passed is what training calls. An answer with tool calls or
+tool results (an environment's episode) stays its list of messages. It also gets the prompts,
+every dataset column by name, and the reward's parameters as keyword arguments. Its named
+parameters without defaults are the columns it needs.
 Load errors name the file and the problem; the guards check what it returns.
 """
 
@@ -25,6 +28,7 @@ from posttrain.core.errors import RewardError
 from posttrain.core.paths import expand
 from posttrain.core.user_code import import_beside
 from posttrain.rewards.base import Reward, Scores
+from posttrain.rewards.text import completion_text
 
 _TRL_ARGS = frozenset(
     {
@@ -38,6 +42,20 @@ _TRL_ARGS = frozenset(
     }
 )
 SIGNATURE_HINT = "def reward(completions, **columns) -> list[float]"
+
+
+def answer_of(completion: Any) -> Any:
+    """A completion as a user's reward gets it: a chat answer (TRL's list of assistant
+    messages) as its text; an episode (tool calls, tool results) as its messages."""
+    if isinstance(completion, str) or not isinstance(completion, list):
+        return completion
+    plain = all(
+        isinstance(m, dict)
+        and m.get("role", "assistant") == "assistant"
+        and not m.get("tool_calls")
+        for m in completion
+    )
+    return completion_text(completion) if plain else completion
 
 
 def is_file_ref(target: str) -> bool:
@@ -182,7 +200,8 @@ class UserReward(Reward):
 
     def score(self, completions: Sequence[Any], **columns: Any) -> Scores:
         fn = self.function
-        values = fn(completions=list(completions), **columns, **self.params)
+        answers = [answer_of(c) for c in completions]
+        values = fn(completions=answers, **columns, **self.params)
         if values is None or isinstance(values, str | bytes) or not hasattr(values, "__len__"):
             raise RewardError(
                 f"reward '{self.ref}' returned {type(values).__name__}, not a list of floats "

@@ -193,7 +193,9 @@ def test_on_modal_the_stopped_arm_saves_its_remaining_steps_at_its_priced_step(
     modal_fake, home, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "5")
-    spec = experiment(tmp_path, {"algorithm.max_completion_length": [16, 2]})
+    # 1000 steps: the short arm must not end on its own before the leader's container, which
+    # may start well after it on a loaded machine, is past the checkpoint
+    spec = experiment(tmp_path, {"algorithm.max_completion_length": [16, 2]}, steps=1000)
     spec["compute"] = {"backend": "modal", "gpu": "A10", "timeout_s": 1200}
     ctx = Context()
     started = launch(spec, ctx=ctx)
@@ -204,9 +206,31 @@ def test_on_modal_the_stopped_arm_saves_its_remaining_steps_at_its_priced_step(
         row = get_run(short_run, ctx=ctx)
         assert row.status == "cancelled"
         meta = json.loads((home / "runs" / short_run / "run.json").read_text())
-        left = 300 - row.step  # its steps not taken, at the plan's step and the container's $/s
+        left = 1000 - row.step  # its steps not taken, at the plan's step and the container's $/s
         expect = left * meta["step_s"] * meta["container_usd_per_s"]
         assert decision["saved_usd"] == pytest.approx(expect, rel=0.05)
         assert decision["saved_usd"] > 0
     finally:
         cancel_run(started.group_id, ctx=ctx)
+
+
+@pytest.mark.slow
+def test_on_modal_a_run_that_ended_before_its_end_was_read_here_is_not_counted_as_stopped(
+    modal_fake, home, tmp_path, monkeypatch
+):
+    """The decision saw a Modal run still training (its mirror here a few polls behind); by
+    its cancel, the run had succeeded on the Volume. Cancelling it stops nothing: it is no
+    stopped run, saves nothing, and keeps its own end."""
+    from posttrain.launching.early_stop import _stop
+
+    monkeypatch.setenv("POSTTRAIN_AUTO_APPROVE_USD", "5")
+    spec = {**experiment(tmp_path, {}, steps=6), "compute": {"backend": "modal", "gpu": "A10"}}
+    spec.pop("sweep")
+    ctx = Context()
+    run_id = launch(spec, ctx=ctx).run_id
+    run_dir = home / "runs" / run_id
+    call_id = json.loads((run_dir / "run.json").read_text())["call_id"]
+    assert modal_fake.wait(call_id, 240)  # ended there; here it is still as launched
+    assert not has_result(run_dir)
+    assert not _stop(ctx, run_dir, ctx.index.get(run_id))
+    assert get_run(run_id, ctx=ctx).status == "succeeded"
