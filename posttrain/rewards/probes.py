@@ -23,7 +23,7 @@ from posttrain.rewards.base import Reward, graded_mean
 from posttrain.rewards.guards import checked_scores, reward_label
 from posttrain.rewards.probe_families import PROBES, choose, parse_families
 from posttrain.rewards.probe_types import Probe, Row
-from posttrain.rewards.row_probes import user_probe
+from posttrain.rewards.row_probes import label_set, user_probe
 from posttrain.rewards.tool_probes import tool_rows
 
 FLAG_MARGIN = 0.1  # a probe within 10% of the honest mean (above the floor) is flagged
@@ -301,18 +301,13 @@ def run_probes(
     )
 
 
-MAX_LABELS = 10  # distinct references this few, each in 2+ rows: a label set
-
-
 def _leaks(data: Sequence[Row]) -> tuple[int, list[str]]:
     """The rows whose prompt holds their reference, and the label set when every such prompt
     lists all the labels ("positive or negative: ...": the question names every answer, so
     holding the right one tells nothing). A leak is a prompt that gives its answer away."""
-    refs = [r.reference.strip() for r in data]
-    holding = [r for r, ref in zip(data, refs, strict=True) if ref and ref in r.prompt]
-    labels = sorted(set(filter(None, refs)))
-    label_set = 2 <= len(labels) <= MAX_LABELS and len(refs) >= 2 * len(labels)
-    if holding and label_set and all(_names_all(r.prompt, labels) for r in holding):
+    holding = [r for r in data if r.reference.strip() and r.reference.strip() in r.prompt]
+    labels = sorted(label_set(data))
+    if holding and labels and all(_names_all(r.prompt, labels) for r in holding):
         return 0, labels
     return len(holding), []
 

@@ -30,6 +30,14 @@ WORDS = (
 ).split()
 
 
+def label_set(data: Sequence[Row]) -> list[str]:
+    """The references as a set of labels (2 to MAX_LABELS distinct, each in two rows on
+    average), in their first order; [] when they are answers of another kind."""
+    refs = [r.reference.strip() for r in data if r.reference.strip()]
+    distinct = list(dict.fromkeys(refs))
+    return distinct if 2 <= len(distinct) <= MAX_LABELS and len(refs) >= 2 * len(distinct) else []
+
+
 def row_probes(data: Sequence[Row]) -> tuple[Probe, ...]:
     """The probes for these rows (the sample a check scores)."""
     refs = [r.reference.strip() for r in data if r.reference.strip()]
@@ -131,13 +139,13 @@ def row_probes(data: Sequence[Row]) -> tuple[Probe, ...]:
                 lambda row, rng: sweep,
             )
         )
-    if 2 <= len(distinct) <= MAX_LABELS and len(refs) >= 2 * len(distinct):
+    if labels := label_set(data):
         probes.append(
             Probe(
                 "every_label",
-                f"names every label at once ({' / '.join(distinct)})",
+                f"names every label at once ({' / '.join(labels)})",
                 "pay exactly one label; refuse responses naming several",
-                lambda row, rng: " / ".join(distinct),
+                lambda row, rng: " / ".join(labels),
             )
         )
     return tuple(probes)
