@@ -9,6 +9,7 @@ turns and tool messages, as TRL keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from posttrain.core.errors import RewardError
 from posttrain.environments.transcript import transcript
 from posttrain.rewards.base import Reward, Scores
 from posttrain.rewards.guards import checked_scores, reward_label
+from posttrain.rewards.user import UserReward
 
 ENVIRONMENT = "environment"  # the component holding get_reward()'s value
 FACTS = ("tool_calls", "tool_errors", "turns")  # reported, never added to the reward
@@ -34,6 +36,10 @@ class EpisodeReward(Reward):
     @property
     def columns(self) -> tuple[str, ...]:
         return self.inner.columns if self.inner is not None else ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.inner, UserReward):  # it reads episodes: each as its messages
+            self.inner = dataclasses.replace(self.inner, episodes=True)
 
     def score(self, completions: Sequence[Any], **columns: Any) -> Scores:
         environments = columns.pop("environments", None) or [None] * len(completions)

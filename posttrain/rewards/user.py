@@ -4,8 +4,9 @@
 
 The function gets each completion as its text, wherever it runs: in training (where TRL
 passes a chat answer as a list of one assistant message), in `reward check` and in evaluate's
-metrics alike, so what the check passed is what training calls. An answer with tool calls or
-tool results (an environment's episode) stays its list of messages. It also gets the prompts,
+metrics alike, so what the check passed is what training calls. An environment's episode
+(every one, a tool called or not) stays its list of messages, as does an answer with tool
+calls. It also gets the prompts,
 every dataset column by name, and the reward's parameters as keyword arguments. Its named
 parameters without defaults are the columns it needs.
 Load errors name the file and the problem; the guards check what it returns.
@@ -170,6 +171,7 @@ class UserReward(Reward):
     params: dict[str, Any] = field(default_factory=dict)
     value_range: tuple[float, float] = (-math.inf, math.inf)  # type: ignore[misc]
     base_dir: str | None = None  # where relative file paths start; None: the working directory
+    episodes: bool = False  # an environment's episodes: each completion stays its messages
 
     def __post_init__(self) -> None:
         split_ref(self.ref)  # fail early on a malformed ref
@@ -200,7 +202,7 @@ class UserReward(Reward):
 
     def score(self, completions: Sequence[Any], **columns: Any) -> Scores:
         fn = self.function
-        answers = [answer_of(c) for c in completions]
+        answers = list(completions) if self.episodes else [answer_of(c) for c in completions]
         values = fn(completions=answers, **columns, **self.params)
         if values is None or isinstance(values, str | bytes) or not hasattr(values, "__len__"):
             raise RewardError(

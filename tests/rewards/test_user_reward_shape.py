@@ -35,6 +35,28 @@ def test_a_chat_answer_is_its_text_and_an_episode_keeps_its_messages():
     assert answer_of([call]) == [call]
 
 
+def test_in_an_environment_every_episode_reaches_the_reward_as_its_messages(tmp_path):
+    """An episode where the model answered at once is one assistant message, like a chat
+    answer; in an environment it still arrives as its messages, as every other episode does."""
+    from posttrain.environments.episode_reward import EpisodeReward
+    from posttrain.rewards.user import UserReward
+
+    (tmp_path / "kinds.py").write_text(
+        "def kinds(completions, **columns):\n"
+        "    return [float(len(c)) for c in completions]  # messages, or characters\n"
+    )
+    inner = UserReward(ref=f"{tmp_path / 'kinds.py'}:kinds")
+    at_once = [{"role": "assistant", "content": "42"}]
+    called = [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f"}}]},
+        {"role": "tool", "content": "42"},
+        {"role": "assistant", "content": "42"},
+    ]
+    scores = EpisodeReward(inner=inner).score([at_once, called])
+    assert scores.rewards == [1.0, 3.0]  # 1 message, 3 messages
+    assert inner.score([at_once]).rewards == [2.0]  # outside an environment: "42", its text
+
+
 @pytest.mark.slow
 def test_a_reward_written_for_text_is_checked_and_trained_with_text(home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
